@@ -1,1 +1,98 @@
-export {};
+/** The `app-server` command: serve, generate-json-schema, --help. */
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { ConfigError, DEFAULT_LISTEN, resolveServeConfig } from "./config.js";
+import { createLogger } from "./log.js";
+import { writeJsonSchemas } from "./protocol/json-schema.js";
+import { startServer } from "./server.js";
+import { VERSION } from "./version.js";
+
+const HELP = `app-server ${VERSION} — a self-hosted server for driving coding agents (Codex app-server v2 protocol)
+
+Usage:
+  app-server serve [options]             run the server
+  app-server generate-json-schema --out DIR
+                                         write the protocol's JSON Schema files to DIR
+  app-server --help | --version
+
+serve options (environment fallback in brackets):
+  --listen URL             ws://HOST:PORT (port 0 picks a free port) or stdio://  [APP_SERVER_LISTEN]
+                           default ${DEFAULT_LISTEN}
+  --database-url URL       PostgreSQL URL; without it an embedded PGlite database
+                           is kept under the home directory                  [DATABASE_URL]
+  --home DIR               data directory, default ~/.agent-app-server       [APP_SERVER_HOME]
+  --model-provider P       anthropic | openai | openai-chat, default openai  [APP_SERVER_MODEL_PROVIDER]
+  --model M                default model for new threads                    [APP_SERVER_MODEL]
+  --max-frame-bytes N      largest accepted message, default 16 MiB          [APP_SERVER_MAX_FRAME_BYTES]
+
+Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr.
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (command === "--version" || command === "-V") {
+    process.stdout.write(`${VERSION}\n`);
+    return 0;
+  }
+  if (command === "generate-json-schema") {
+    const { values } = parseArgs({ args: rest, options: { out: { type: "string" } }, strict: true });
+    if (!values.out) {
+      process.stderr.write("generate-json-schema needs --out DIR\n");
+      return 2;
+    }
+    const files = await writeJsonSchemas(path.resolve(values.out));
+    process.stderr.write(`wrote ${files.length} schema files to ${path.resolve(values.out)}\n`);
+    return 0;
+  }
+  if (command === "serve") return serve(rest);
+  process.stderr.write(`unknown command: ${command}\n\n${HELP}`);
+  return 2;
+}
+
+async function serve(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const log = createLogger();
+  let config;
+  try {
+    config = resolveServeConfig(args, process.env);
+  } catch (err) {
+    const message = err instanceof ConfigError || err instanceof TypeError ? err.message : String(err);
+    log.error({}, message);
+    process.stderr.write(`app-server: ${message}\n`);
+    return 2;
+  }
+  let stopping = false;
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  let resolveDone!: (code: number) => void;
+  const done = new Promise<number>((r) => (resolveDone = r));
+  const stop = async (reason: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason }, "shutting down");
+    try {
+      await server?.close();
+      resolveDone(0);
+    } catch (err) {
+      log.error({ err }, "shutdown failed");
+      resolveDone(1);
+    }
+  };
+  process.once("SIGTERM", () => void stop("SIGTERM"));
+  process.once("SIGINT", () => void stop("SIGINT"));
+  try {
+    server = await startServer({ ...config, log, onStdioEnd: () => void stop("stdin closed") });
+  } catch (err) {
+    log.error({ err }, "could not start");
+    process.stderr.write(`app-server: could not start: ${(err as Error).message}\n`);
+    return 1;
+  }
+  return done;
+}

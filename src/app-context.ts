@@ -1,0 +1,19 @@
+/** What request handlers need, in one place: built once per server by src/server.ts. */
+import type { Logger } from "./log.js";
+import type { Turn } from "./protocol/thread.js";
+import type { ThreadRuntime } from "./runtime/threads.js";
+
+export interface ProviderCatalog {
+  has(id: string): boolean;
+  ids(): Iterable<string>;
+}
+
+export interface AppContext {
+  readonly version: string;
+  readonly home: string;
+  readonly log: Logger;
+  readonly runtime: ThreadRuntime;
+  readonly providers: ProviderCatalog;
+  /** The stored turns of a thread with their items (thread/read includeTurns). */
+  turnsOf(threadId: string): Promise<Turn[]>;
+}

@@ -1,0 +1,55 @@
+/**
+ * The method tables: every client request, server notification and server request we implement,
+ * with its zod schemas. Handlers, the JSON Schema generator and the docs all read these tables.
+ */
+import { z } from "zod";
+import * as N from "./notifications.js";
+import * as S from "./session.js";
+import * as T from "./thread.js";
+import * as U from "./turn.js";
+
+export const clientRequests = {
+  initialize: { params: S.InitializeParams, result: S.InitializeResponse },
+  "thread/start": { params: T.ThreadStartParams, result: T.ThreadStartResponse },
+  "thread/read": { params: T.ThreadReadParams, result: T.ThreadReadResponse },
+  "thread/list": { params: T.ThreadListParams, result: T.ThreadListResponse },
+  "thread/archive": { params: T.ThreadArchiveParams, result: T.ThreadArchiveResponse },
+  "thread/unarchive": { params: T.ThreadUnarchiveParams, result: T.ThreadUnarchiveResponse },
+  "thread/name/set": { params: T.ThreadSetNameParams, result: T.ThreadSetNameResponse },
+  "thread/loaded/list": { params: T.ThreadLoadedListParams, result: T.ThreadLoadedListResponse },
+  "thread/unsubscribe": { params: T.ThreadUnsubscribeParams, result: T.ThreadUnsubscribeResponse },
+  "turn/start": { params: U.TurnStartParams, result: U.TurnStartResponse },
+  "turn/interrupt": { params: U.TurnInterruptParams, result: U.TurnInterruptResponse },
+  "turn/steer": { params: U.TurnSteerParams, result: U.TurnSteerResponse },
+  "model/list": { params: S.ModelListParams, result: S.ModelListResponse },
+} as const;
+export type ClientRequestMethod = keyof typeof clientRequests;
+export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;
+export type ResultOf<M extends ClientRequestMethod> = z.input<(typeof clientRequests)[M]["result"]>;
+
+export const clientNotifications = {
+  initialized: z.object({}).optional(),
+} as const;
+
+export const serverNotifications = {
+  "thread/started": N.ThreadStartedNotification,
+  "thread/status/changed": N.ThreadStatusChangedNotification,
+  "thread/archived": N.ThreadArchivedNotification,
+  "thread/unarchived": N.ThreadUnarchivedNotification,
+  "thread/name/updated": N.ThreadNameUpdatedNotification,
+  "thread/tokenUsage/updated": N.ThreadTokenUsageUpdatedNotification,
+  "turn/started": N.TurnStartedNotification,
+  "turn/completed": N.TurnCompletedNotification,
+  "item/started": N.ItemStartedNotification,
+  "item/completed": N.ItemCompletedNotification,
+  "item/agentMessage/delta": N.AgentMessageDeltaNotification,
+  "item/reasoning/summaryTextDelta": N.ReasoningSummaryTextDeltaNotification,
+  "item/reasoning/textDelta": N.ReasoningTextDeltaNotification,
+  error: N.ErrorNotification,
+} as const;
+export type ServerNotificationMethod = keyof typeof serverNotifications;
+/** Notification params without `seq`: the runtime assigns it when the event is recorded. */
+export type NotificationBody<M extends ServerNotificationMethod> = Omit<z.input<(typeof serverNotifications)[M]>, "seq">;
+
+/** Server → client requests (grows with approvals and dynamic tools). */
+export const serverRequests = {} as const;

@@ -1,0 +1,25 @@
+/** Errors a handler throws to answer a request with a specific JSON-RPC error. */
+import type { z } from "zod";
+import { ErrorCode } from "../protocol/jsonrpc.js";
+
+export class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = "RpcError";
+  }
+}
+
+export const invalidRequest = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidRequest, message, data);
+export const invalidParams = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidParams, message, data);
+export const overloaded = () => new RpcError(ErrorCode.ServerOverloaded, "Server overloaded; retry later");
+
+/** -32602 with the zod issues in `error.data.issues` and a readable summary in the message. */
+export function paramsError(error: z.ZodError): RpcError {
+  const first = error.issues[0];
+  const where = first && first.path.length ? ` at ${first.path.join(".")}` : "";
+  return invalidParams(`Invalid params${where}: ${first?.message ?? "invalid"}`, { issues: error.issues });
+}

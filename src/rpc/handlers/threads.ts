@@ -1,0 +1,72 @@
+/** thread/* request handlers: thin, they validate (via Connection.handle) and call the runtime. */
+import type { AppContext } from "../../app-context.js";
+import { decodeCursor, ThreadNotFoundError } from "../../runtime/threads.js";
+import type { Connection } from "../connection.js";
+import { invalidParams, invalidRequest } from "../errors.js";
+
+/** Unknown thread ids are answered with -32600 and a message naming the id. */
+export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof ThreadNotFoundError) throw invalidRequest(`thread not found: ${err.threadId}`);
+    throw err;
+  }
+}
+
+export function registerThreadHandlers(conn: Connection, app: AppContext): void {
+  const { runtime } = app;
+
+  conn.handle("thread/start", async (p, { connection, responded }) => {
+    if (p.modelProvider && !app.providers.has(p.modelProvider))
+      throw invalidParams(`unknown modelProvider: ${p.modelProvider} (known: ${[...app.providers.ids()].join(", ")})`);
+    return runtime.startThread(p, connection, responded);
+  });
+
+  conn.handle("thread/read", (p) =>
+    withThread(async () => ({ thread: await runtime.readThread(p.threadId, p.includeTurns ? await app.turnsOf(p.threadId) : []) })),
+  );
+
+  conn.handle("thread/list", async (p) => {
+    const cursor = p.cursor ? decodeCursor(p.cursor) : null;
+    if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/list");
+    if (cursor && cursor.key !== (p.sortKey ?? "created_at"))
+      throw invalidParams("Invalid params: cursor was made for a different sortKey");
+    return runtime.listThreads(p, cursor);
+  });
+
+  conn.handle("thread/archive", (p, { connection }) =>
+    withThread(async () => {
+      await runtime.updateMetadata(p.threadId, { archived: true }, { method: "thread/archived", params: { threadId: p.threadId } }, connection);
+      return {};
+    }),
+  );
+
+  conn.handle("thread/unarchive", (p, { connection }) =>
+    withThread(async () => {
+      await runtime.updateMetadata(p.threadId, { archived: false }, { method: "thread/unarchived", params: { threadId: p.threadId } }, connection);
+      return { thread: await runtime.readThread(p.threadId) };
+    }),
+  );
+
+  conn.handle("thread/name/set", (p, { connection }) =>
+    withThread(async () => {
+      const name = p.name.trim();
+      const event = { method: "thread/name/updated" as const, params: name ? { threadId: p.threadId, threadName: name } : { threadId: p.threadId } };
+      await runtime.updateMetadata(p.threadId, { name: name || null }, event, connection);
+      return {};
+    }),
+  );
+
+  conn.handle("thread/loaded/list", (p) => {
+    const ids = runtime.loadedIds();
+    const start = p.cursor ? ids.findIndex((id) => id > p.cursor!) : 0;
+    const from = start < 0 ? ids.length : start;
+    const limit = p.limit ?? ids.length;
+    const data = ids.slice(from, from + limit);
+    const more = from + limit < ids.length;
+    return { data, nextCursor: more ? data[data.length - 1]! : null };
+  });
+
+  conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
+}

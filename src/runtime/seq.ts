@@ -1,0 +1,38 @@
+/**
+ * Per-thread event sequence numbers. Every thread-scoped notification, deltas included, takes the
+ * next number; deltas are not stored, so the counter cannot be rebuilt from the event log. Numbers
+ * are therefore reserved in blocks recorded on the thread row: after a restart the counter resumes
+ * above everything a previous process may have handed out, so `seq` stays strictly increasing
+ * across processes at the cost of one write per block, not one per delta.
+ */
+export const SEQ_BLOCK = 1024;
+
+export class SeqCounter {
+  private nextSeq: number;
+  private reserved: number;
+
+  /** `persistedReservation`: threads.seq_reserved as loaded. The new block starts above it. */
+  constructor(persistedReservation: number) {
+    this.nextSeq = persistedReservation + 1;
+    this.reserved = persistedReservation;
+  }
+
+  /** The last number handed out (0 when none). */
+  get current(): number {
+    return this.nextSeq - 1;
+  }
+
+  next(): number {
+    return this.nextSeq++;
+  }
+
+  /**
+   * The reservation to persist before numbers up to `current + headroom` are used, or null when
+   * the persisted one still covers them.
+   */
+  reservationNeeded(headroom = SEQ_BLOCK / 2): number | null {
+    if (this.nextSeq + headroom <= this.reserved) return null;
+    this.reserved = this.nextSeq + SEQ_BLOCK;
+    return this.reserved;
+  }
+}

@@ -1,0 +1,352 @@
+/**
+ * The thread runtime: which threads are loaded in this process, who is subscribed to each, their
+ * status and event sequence, and the rule "record before publish" (DESIGN.md §4): every
+ * thread-scoped notification except deltas is written to the event log in the same transaction
+ * as the fact it announces, and published only after that commit, in `seq` order.
+ *
+ * It knows nothing about JSON-RPC or sockets: subscribers are anything with `notify`.
+ */
+import type { TransactionSql } from "postgres";
+import type { AskForApproval, SandboxMode, ThreadStatus } from "../protocol/common.js";
+import type { ServerNotificationMethod } from "../protocol/methods.js";
+import type { Thread, ThreadListParams, ThreadStartParams, ThreadStartResponse, Turn } from "../protocol/thread.js";
+import { uuidv7 } from "../ids.js";
+import type { StoredEvent, ThreadRecord } from "../store/records.js";
+import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
+import { SeqCounter } from "./seq.js";
+import { settingsResponse, threadView } from "./thread-view.js";
+
+export interface Subscriber {
+  readonly id: number;
+  notify(method: string, params: object): void;
+}
+
+export interface ThreadDefaults {
+  modelProvider: string;
+  model: string;
+  cwd: string;
+  approvalPolicy: AskForApproval;
+  sandbox: SandboxMode;
+}
+
+export interface RuntimeLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export class ThreadNotFoundError extends Error {
+  constructor(readonly threadId: string) {
+    super(`thread not found: ${threadId}`);
+    this.name = "ThreadNotFoundError";
+  }
+}
+
+/** A notification to record and publish; `seq` is added by the runtime. */
+export interface ThreadEvent {
+  method: ServerNotificationMethod;
+  params: Record<string, unknown>;
+}
+
+export class LoadedThread {
+  readonly subscribers = new Set<Subscriber>();
+  status: ThreadStatus;
+  /** Serialises commits so notifications leave in `seq` order. */
+  private pipeline: Promise<void> = Promise.resolve();
+  private inFlight = 0;
+
+  constructor(
+    public record: ThreadRecord,
+    readonly seq: SeqCounter,
+  ) {
+    this.status = record.systemError ? { type: "systemError" } : { type: "idle" };
+  }
+
+  get id(): string {
+    return this.record.id;
+  }
+
+  /** Runs `step` after every earlier step of this thread; the chain never breaks on failure. */
+  enqueue<T>(step: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    const run = this.pipeline.then(step);
+    this.pipeline = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run.finally(() => this.inFlight--);
+  }
+
+  get idle(): boolean {
+    return this.inFlight === 0;
+  }
+}
+
+export interface ThreadListResult {
+  data: Thread[];
+  nextCursor: string | null;
+  backwardsCursor: string | null;
+}
+
+const encodeCursor = (c: ThreadCursor | null) => (c ? Buffer.from(JSON.stringify(c)).toString("base64url") : null);
+
+export function decodeCursor(text: string): ThreadCursor | null {
+  try {
+    const c = JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as ThreadCursor;
+    if (
+      (c.key === "created_at" || c.key === "updated_at") &&
+      Number.isSafeInteger(c.value) &&
+      typeof c.id === "string" &&
+      (c.inclusive === undefined || typeof c.inclusive === "boolean")
+    )
+      return c;
+  } catch {
+    /* fall through */
+  }
+  return null;
+}
+
+export class ThreadRuntime {
+  readonly loaded = new Map<string, LoadedThread>();
+
+  constructor(
+    readonly store: ThreadStore,
+    private readonly defaults: ThreadDefaults,
+    private readonly cliVersion: string,
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  // ---- events ------------------------------------------------------------------------------
+
+  /**
+   * Records `events` (with `write`, in one transaction) and then publishes them to the thread's
+   * subscribers, plus `alsoTo` (e.g. the requester of an action on a thread it did not subscribe
+   * to). Publication also waits for `after` (e.g. "the response to this request was written").
+   * Resolves once the transaction committed; rejects (publishing nothing) if it failed.
+   */
+  async commit(
+    thread: LoadedThread,
+    events: ThreadEvent[],
+    write?: (tx: TransactionSql) => Promise<void>,
+    opts: { after?: Promise<void>; alsoTo?: Subscriber } = {},
+  ): Promise<StoredEvent[]> {
+    const now = Date.now();
+    const stamped: StoredEvent[] = events.map((e) => {
+      const seq = thread.seq.next();
+      return { seq, method: e.method, params: { ...e.params, seq }, emittedAtMs: now };
+    });
+    const reservation = thread.seq.reservationNeeded();
+    const committed = thread.enqueue(async () => {
+      await this.store.transaction(async (tx) => {
+        if (write) await write(tx);
+        await this.store.insertEvents(tx, thread.id, stamped);
+        if (reservation !== null) await this.store.reserveSeq(tx, thread.id, reservation);
+      });
+    });
+    // Publication is a step of its own so later events wait for it, but failures do not block them.
+    void thread.enqueue(async () => {
+      await committed;
+      await opts.after;
+      for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo);
+    }).catch(() => {});
+    await committed;
+    return stamped;
+  }
+
+  /** Publishes a notification that is not stored (deltas), in order with recorded ones. */
+  publishLive(thread: LoadedThread, method: ServerNotificationMethod, params: Record<string, unknown>): void {
+    const seq = thread.seq.next();
+    const reservation = thread.seq.reservationNeeded();
+    if (reservation !== null) {
+      void thread
+        .enqueue(() => this.store.reserveSeq(this.store.sql, thread.id, reservation))
+        .catch((err) => this.log.error({ err, threadId: thread.id }, "could not persist seq reservation"));
+    }
+    const body = { ...params, seq };
+    if (thread.idle) this.deliver(thread, method, body);
+    else void thread.enqueue(async () => this.deliver(thread, method, body));
+  }
+
+  private deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber): void {
+    for (const s of thread.subscribers) s.notify(method, params);
+    if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notify(method, params);
+  }
+
+  async setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: TransactionSql) => Promise<void>): Promise<void> {
+    thread.status = status;
+    await this.commit(thread, [{ method: "thread/status/changed", params: { threadId: thread.id, status } }], write);
+  }
+
+  // ---- loading -----------------------------------------------------------------------------
+
+  /** The loaded thread, loading it from the store if needed. */
+  async load(threadId: string): Promise<LoadedThread> {
+    const existing = this.loaded.get(threadId);
+    if (existing) return existing;
+    const record = await this.store.getThread(threadId);
+    if (!record) throw new ThreadNotFoundError(threadId);
+    const again = this.loaded.get(threadId); // a concurrent load won the race
+    if (again) return again;
+    const thread = new LoadedThread(record, new SeqCounter(record.seqReserved));
+    this.loaded.set(threadId, thread);
+    return thread;
+  }
+
+  async getRecord(threadId: string): Promise<ThreadRecord> {
+    const loaded = this.loaded.get(threadId);
+    if (loaded) return loaded.record;
+    const record = await this.store.getThread(threadId);
+    if (!record) throw new ThreadNotFoundError(threadId);
+    return record;
+  }
+
+  statusOf(threadId: string): ThreadStatus {
+    return this.loaded.get(threadId)?.status ?? { type: "notLoaded" };
+  }
+
+  // ---- thread operations -------------------------------------------------------------------
+
+  async startThread(p: ThreadStartParams, subscriber: Subscriber, responded?: Promise<void>): Promise<ThreadStartResponse> {
+    const now = Date.now();
+    const id = uuidv7(now);
+    const record: ThreadRecord = {
+      id,
+      sessionId: id,
+      forkedFromId: null,
+      forkTurnCount: null,
+      forkMessageCount: null,
+      name: null,
+      preview: "",
+      ephemeral: p.ephemeral ?? false,
+      archived: false,
+      modelProvider: p.modelProvider ?? this.defaults.modelProvider,
+      model: p.model ?? this.defaults.model,
+      reasoningEffort: null,
+      cwd: p.cwd ?? this.defaults.cwd,
+      approvalPolicy: p.approvalPolicy ?? this.defaults.approvalPolicy,
+      sandbox: p.sandbox ?? this.defaults.sandbox,
+      baseInstructions: p.baseInstructions ?? null,
+      developerInstructions: p.developerInstructions ?? null,
+      dynamicTools: p.dynamicTools ?? [],
+      config: p.config ?? null,
+      cliVersion: this.cliVersion,
+      source: "appServer",
+      systemError: false,
+      seqReserved: 0,
+      createdAtMs: now,
+      updatedAtMs: now,
+    };
+    const thread = new LoadedThread(record, new SeqCounter(0));
+    thread.subscribers.add(subscriber);
+    const view = threadView(record, thread.status);
+    this.loaded.set(id, thread);
+    try {
+      await this.commit(thread, [{ method: "thread/started", params: { thread: view } }], (tx) => this.store.insertThread(tx, { ...record, seqReserved: 0 }), {
+        after: responded,
+      });
+    } catch (err) {
+      this.loaded.delete(id);
+      throw err;
+    }
+    return settingsResponse(view, record);
+  }
+
+  async readThread(threadId: string, turns: Turn[] = []): Promise<Thread> {
+    const record = await this.getRecord(threadId);
+    return threadView(record, this.statusOf(threadId), turns);
+  }
+
+  async listThreads(p: ThreadListParams, cursor: ThreadCursor | null): Promise<ThreadListResult> {
+    const cwds = p.cwd == null ? null : Array.isArray(p.cwd) ? p.cwd : [p.cwd];
+    const page = await this.store.listThreads({
+      limit: p.limit ?? 25,
+      cursor,
+      sortKey: p.sortKey ?? "created_at",
+      direction: p.sortDirection ?? "desc",
+      archived: p.archived ?? false,
+      cwds,
+      searchTerm: p.searchTerm ? p.searchTerm : null,
+      modelProviders: p.modelProviders ?? null,
+      includedIds: p.includedThreadIds ?? null,
+      excludedIds: p.excludedThreadIds ?? [],
+    });
+    return {
+      data: page.rows.map((r) => threadView(this.loaded.get(r.id)?.record ?? r, this.statusOf(r.id))),
+      nextCursor: encodeCursor(page.next),
+      backwardsCursor: encodeCursor(page.backwards),
+    };
+  }
+
+  /**
+   * Applies a metadata change to a thread and announces it. A thread not loaded here takes its
+   * `seq` from the store (atomically) instead of being loaded just for this.
+   */
+  async updateMetadata(
+    threadId: string,
+    patch: Partial<Pick<ThreadRecord, "archived" | "name">>,
+    event: ThreadEvent,
+    requester: Subscriber,
+  ): Promise<ThreadRecord> {
+    const now = Date.now();
+    const loaded = this.loaded.get(threadId);
+    if (loaded) {
+      await this.commit(loaded, [event], async (tx) => {
+        await this.store.updateThread(tx, threadId, { ...patch, updatedAtMs: now });
+      }, { alsoTo: requester });
+      loaded.record = { ...loaded.record, ...patch, updatedAtMs: now };
+      return loaded.record;
+    }
+    const record = await this.store.transaction(async (tx) => {
+      const rows = await tx<{ seqReserved: number }[]>`
+        update threads set seq_reserved = seq_reserved + 1 where id = ${threadId} returning seq_reserved`;
+      if (rows.length === 0) throw new ThreadNotFoundError(threadId);
+      const seq = rows[0]!.seqReserved;
+      await this.store.updateThread(tx, threadId, { ...patch, updatedAtMs: now });
+      const stored = { seq, method: event.method, params: { ...event.params, seq }, emittedAtMs: now };
+      await this.store.insertEvents(tx, threadId, [stored]);
+      const updated = await this.store.getThread(threadId, tx);
+      return { updated: updated!, stored };
+    });
+    requester.notify(record.stored.method, record.stored.params);
+    return record.updated;
+  }
+
+  loadedIds(): string[] {
+    return [...this.loaded.keys()].sort();
+  }
+
+  unsubscribe(threadId: string, subscriber: Subscriber): "notLoaded" | "notSubscribed" | "unsubscribed" {
+    const thread = this.loaded.get(threadId);
+    if (!thread) return "notLoaded";
+    if (!thread.subscribers.delete(subscriber)) return "notSubscribed";
+    this.maybeUnload(thread);
+    return "unsubscribed";
+  }
+
+  /** A connection went away: drop its subscriptions; threads nobody watches and nothing runs on unload. */
+  disconnect(subscriber: Subscriber): void {
+    for (const thread of this.loaded.values()) {
+      if (thread.subscribers.delete(subscriber)) this.maybeUnload(thread);
+    }
+  }
+
+  /** Whether a thread has work in progress that keeps it loaded (turns, later issues). */
+  protected busy(_thread: LoadedThread): boolean {
+    return false;
+  }
+
+  private maybeUnload(thread: LoadedThread): void {
+    if (thread.subscribers.size > 0 || this.busy(thread)) return;
+    this.loaded.delete(thread.id);
+    if (thread.record.ephemeral) {
+      void this.store.deleteThreads([thread.id]).catch((err) => this.log.warn({ err, threadId: thread.id }, "could not delete ephemeral thread"));
+    }
+  }
+
+  /** On shutdown: ephemeral threads do not outlive the process. */
+  async shutdown(): Promise<void> {
+    const ephemeral = [...this.loaded.values()].filter((t) => t.record.ephemeral).map((t) => t.id);
+    this.loaded.clear();
+    await this.store.deleteThreads(ephemeral).catch((err) => this.log.warn({ err }, "could not delete ephemeral threads"));
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * Composes the server: store → runtime → per-connection handlers → transport. Listens first (so
+ * /healthz answers at once), then opens and migrates the store, then reports ready.
+ */
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import type { AppContext } from "./app-context.js";
+import { DEFAULT_MODELS, parseListen, type ServerConfig } from "./config.js";
+import { createLogger, redactUrl, type Logger } from "./log.js";
+import { Connection } from "./rpc/connection.js";
+import { registerSessionHandlers } from "./rpc/handlers/session.js";
+import { registerThreadHandlers } from "./rpc/handlers/threads.js";
+import { ThreadRuntime } from "./runtime/threads.js";
+import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
+import { ThreadStore } from "./store/thread-store.js";
+import { startStdioTransport } from "./transport/stdio.js";
+import { startWebSocketTransport } from "./transport/websocket.js";
+import { VERSION } from "./version.js";
+
+export interface StartOptions extends ServerConfig {
+  log?: Logger;
+  /** Default cwd for new threads. */
+  cwd?: string;
+  /** Extra store options (tests: schema per test, PGlite fixtures). */
+  database?: Partial<OpenDatabaseOptions>;
+  /** stdio only: streams to use instead of the process's. */
+  stdio?: { input: NodeJS.ReadableStream; output: NodeJS.WritableStream };
+  /** stdio only: called when the client closes stdin. */
+  onStdioEnd?: () => void;
+}
+
+export interface RunningServer {
+  /** ws://HOST:PORT with the real port, or stdio://. */
+  readonly url: string;
+  readonly app: AppContext;
+  readonly db: Database;
+  close(): Promise<void>;
+}
+
+export async function startServer(opts: StartOptions): Promise<RunningServer> {
+  const log = opts.log ?? createLogger();
+  const listen = parseListen(opts.listen);
+  await mkdir(opts.home, { recursive: true, mode: 0o700 });
+
+  let ready = false;
+  const connections = new Set<Connection>();
+  let app: AppContext | undefined;
+
+  const accept = (send: (text: string) => void, closeSocket?: (code: number, reason: string) => void) => {
+    const conn = new Connection(send, log.child({ component: "rpc" }));
+    connections.add(conn);
+    registerSessionHandlers(conn, app!);
+    registerThreadHandlers(conn, app!);
+    conn.onClose(() => {
+      connections.delete(conn);
+      app!.runtime.disconnect(conn);
+    });
+    void closeSocket;
+    return { receive: (text: string) => conn.receive(text), closed: () => conn.close() };
+  };
+
+  const ws =
+    listen.kind === "ws"
+      ? await startWebSocketTransport({ host: listen.host, port: listen.port, maxFrameBytes: opts.maxFrameBytes, log, isReady: () => ready, accept })
+      : null;
+
+  let db: Database;
+  try {
+    db = await openDatabase({
+      databaseUrl: opts.databaseUrl,
+      dataDir: path.join(opts.home, "pglite"),
+      ...opts.database,
+    });
+  } catch (err) {
+    await ws?.close();
+    throw err;
+  }
+  log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
+
+  const store = new ThreadStore(db.sql);
+  const runtime = new ThreadRuntime(
+    store,
+    {
+      modelProvider: opts.modelProvider,
+      model: opts.model,
+      cwd: path.resolve(opts.cwd ?? process.cwd()),
+      approvalPolicy: "on-request",
+      sandbox: "workspace-write",
+    },
+    VERSION,
+    log.child({ component: "runtime" }),
+  );
+  const knownProviders = Object.keys(DEFAULT_MODELS);
+  app = {
+    version: VERSION,
+    home: opts.home,
+    log,
+    runtime,
+    providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
+    turnsOf: async () => [],
+  };
+
+  let stdio: { close(): void } | null = null;
+  if (listen.kind === "stdio") {
+    stdio = startStdioTransport({
+      input: opts.stdio?.input as never,
+      output: opts.stdio?.output as never,
+      maxLineBytes: opts.maxFrameBytes,
+      accept: (send) => accept(send),
+      onEnd: () => opts.onStdioEnd?.(),
+    });
+  }
+  ready = true;
+  const url = ws?.url ?? "stdio://";
+  log.info({ url }, "listening");
+
+  let closing: Promise<void> | null = null;
+  return {
+    url,
+    app,
+    db,
+    close: () =>
+      (closing ??= (async () => {
+        ready = false;
+        stdio?.close();
+        await ws?.close();
+        for (const c of connections) c.close();
+        await runtime.shutdown();
+        await db.close();
+        log.info({}, "stopped");
+      })()),
+  };
+}

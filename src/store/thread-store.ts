@@ -1,0 +1,180 @@
+/** Thread rows and the per-thread event log. All SQL for threads lives here. */
+import type { JSONValue, Sql, TransactionSql } from "postgres";
+import type { ThreadSortKey } from "../protocol/thread.js";
+import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
+
+export type Queryable = Sql | TransactionSql;
+
+export interface ThreadListQuery {
+  limit: number;
+  cursor: ThreadCursor | null;
+  sortKey: ThreadSortKey;
+  direction: "asc" | "desc";
+  archived: boolean;
+  cwds: string[] | null;
+  searchTerm: string | null;
+  modelProviders: string[] | null;
+  includedIds: string[] | null;
+  excludedIds: string[];
+}
+
+/** Keyset position: the sort value and id of a boundary row; `inclusive` for backwards cursors. */
+export interface ThreadCursor {
+  key: ThreadSortKey;
+  value: number;
+  id: string;
+  inclusive?: boolean;
+}
+
+export interface ThreadListPage {
+  rows: ThreadRecord[];
+  /** Position of the last row when more rows follow. */
+  next: ThreadCursor | null;
+  /** Position of the first row (inclusive), for paging the other way. */
+  backwards: ThreadCursor | null;
+}
+
+type ThreadPatch = Partial<
+  Pick<
+    ThreadRecord,
+    | "name"
+    | "preview"
+    | "archived"
+    | "model"
+    | "modelProvider"
+    | "reasoningEffort"
+    | "cwd"
+    | "approvalPolicy"
+    | "sandbox"
+    | "systemError"
+    | "updatedAtMs"
+  >
+>;
+
+const json = (sql: Queryable, v: unknown) => sql.json(v as JSONValue);
+/** Escapes LIKE wildcards so a search term matches literally. */
+const likeLiteral = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export class ThreadStore {
+  constructor(readonly sql: Sql) {}
+
+  transaction<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+    return this.sql.begin(fn) as Promise<T>;
+  }
+
+  async insertThread(q: Queryable, t: NewThread & { seqReserved: number }): Promise<void> {
+    await q`
+      insert into threads (
+        id, session_id, forked_from_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
+        model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, base_instructions,
+        developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms
+      ) values (
+        ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
+        ${t.preview ?? ""}, ${t.ephemeral}, ${t.modelProvider}, ${t.model}, ${t.reasoningEffort}, ${t.cwd},
+        ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.baseInstructions}, ${t.developerInstructions},
+        ${json(q, t.dynamicTools)}, ${t.config === null ? null : json(q, t.config)}, ${t.cliVersion}, ${t.source},
+        ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}
+      )`;
+  }
+
+  async getThread(id: string, q: Queryable = this.sql): Promise<ThreadRecord | null> {
+    const rows = await q<ThreadRecord[]>`select * from threads where id = ${id}`;
+    return rows[0] ?? null;
+  }
+
+  async updateThread(q: Queryable, id: string, patch: ThreadPatch): Promise<boolean> {
+    const cols: Record<string, unknown> = {};
+    const map: Record<keyof ThreadPatch, string> = {
+      name: "name",
+      preview: "preview",
+      archived: "archived",
+      model: "model",
+      modelProvider: "model_provider",
+      reasoningEffort: "reasoning_effort",
+      cwd: "cwd",
+      approvalPolicy: "approval_policy",
+      sandbox: "sandbox",
+      systemError: "system_error",
+      updatedAtMs: "updated_at_ms",
+    };
+    for (const [k, v] of Object.entries(patch) as [keyof ThreadPatch, unknown][]) {
+      if (v === undefined) continue;
+      cols[map[k]] = k === "approvalPolicy" ? json(q, v) : v;
+    }
+    if (Object.keys(cols).length === 0) return true;
+    const rows = await q`update threads set ${q(cols as Record<string, never>)} where id = ${id} returning id`;
+    return rows.length === 1;
+  }
+
+  /** Raises the persisted sequence reservation (never lowers it). */
+  async reserveSeq(q: Queryable, id: string, upTo: number): Promise<void> {
+    await q`update threads set seq_reserved = greatest(seq_reserved, ${upTo}) where id = ${id}`;
+  }
+
+  async insertEvents(q: Queryable, threadId: string, events: StoredEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    const rows = events.map((e) => ({
+      thread_id: threadId,
+      seq: e.seq,
+      method: e.method,
+      params: json(q, e.params),
+      emitted_at_ms: e.emittedAtMs,
+    }));
+    await q`insert into thread_events ${q(rows as never[])}`;
+  }
+
+  async listEvents(threadId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
+    return this.sql<StoredEvent[]>`
+      select seq, method, params, emitted_at_ms from thread_events
+      where thread_id = ${threadId} and seq > ${afterSeq} order by seq limit ${limit}`;
+  }
+
+  async listThreads(query: ThreadListQuery): Promise<ThreadListPage> {
+    const sql = this.sql;
+    const col = query.sortKey === "updated_at" ? sql`updated_at_ms` : sql`created_at_ms`;
+    const desc = query.direction === "desc";
+    const c = query.cursor;
+    const after = c
+      ? desc
+        ? c.inclusive
+          ? sql`and (${col}, id) <= (${c.value}, ${c.id})`
+          : sql`and (${col}, id) < (${c.value}, ${c.id})`
+        : c.inclusive
+          ? sql`and (${col}, id) >= (${c.value}, ${c.id})`
+          : sql`and (${col}, id) > (${c.value}, ${c.id})`
+      : sql``;
+    const order = desc ? sql`order by ${col} desc, id desc` : sql`order by ${col} asc, id asc`;
+    const search = query.searchTerm
+      ? sql`and (coalesce(name, '') || ' ' || preview) ilike ${"%" + likeLiteral(query.searchTerm) + "%"}`
+      : sql``;
+    const rows = await sql<ThreadRecord[]>`
+      select * from threads
+      where archived = ${query.archived} and not ephemeral
+        ${query.cwds ? sql`and cwd in ${sql(query.cwds)}` : sql``}
+        ${query.modelProviders && query.modelProviders.length > 0 ? sql`and model_provider in ${sql(query.modelProviders)}` : sql``}
+        ${query.includedIds ? (query.includedIds.length ? sql`and id in ${sql(query.includedIds)}` : sql`and false`) : sql``}
+        ${query.excludedIds.length ? sql`and id not in ${sql(query.excludedIds)}` : sql``}
+        ${search}
+        ${after}
+      ${order}
+      limit ${query.limit + 1}`;
+    const more = rows.length > query.limit;
+    const page = more ? rows.slice(0, query.limit) : [...rows];
+    const pos = (r: ThreadRecord, inclusive?: boolean): ThreadCursor => ({
+      key: query.sortKey,
+      value: query.sortKey === "updated_at" ? r.updatedAtMs : r.createdAtMs,
+      id: r.id,
+      ...(inclusive ? { inclusive } : {}),
+    });
+    return {
+      rows: page,
+      next: more ? pos(page[page.length - 1]!) : null,
+      backwards: page.length ? pos(page[0]!, true) : null,
+    };
+  }
+
+  /** Ephemeral threads are kept only while their process runs. */
+  async deleteThreads(ids: string[]): Promise<void> {
+    if (ids.length) await this.sql`delete from threads where id in ${this.sql(ids)}`;
+  }
+}
