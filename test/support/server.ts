@@ -1,0 +1,43 @@
+/** Starts the real server in-process on ws://127.0.0.1:0 with a fresh database. */
+import pino from "pino";
+import { startServer, type RunningServer, type StartOptions } from "../../src/server.js";
+import { DEFAULT_MAX_FRAME_BYTES } from "../../src/config.js";
+import { freshDatabase, type Backend } from "./db.js";
+
+export interface TestServer {
+  server: RunningServer;
+  url: string;
+  /** http://127.0.0.1:PORT */
+  httpUrl: string;
+  home: string;
+  close(): Promise<void>;
+}
+
+/** Silent by default; set TEST_LOG=debug to see server logs. */
+export const testLogger = () => pino({ level: process.env.TEST_LOG ?? "silent" });
+
+export async function startTestServer(backend: Backend, overrides: Partial<StartOptions> = {}): Promise<TestServer> {
+  const db = await freshDatabase(backend);
+  const server = await startServer({
+    listen: "ws://127.0.0.1:0",
+    databaseUrl: db.options.databaseUrl,
+    home: db.home,
+    modelProvider: "openai",
+    model: "test-model",
+    maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
+    log: testLogger(),
+    cwd: db.home,
+    ...overrides,
+    database: { ...db.options, ...overrides.database },
+  });
+  return {
+    server,
+    url: server.url,
+    httpUrl: server.url.replace(/^ws:/, "http:"),
+    home: db.home,
+    close: async () => {
+      await server.close();
+      await db.cleanup();
+    },
+  };
+}
