@@ -1,0 +1,229 @@
+/**
+ * The agent loop: model → tools → results → model … until the model answers without tool calls.
+ * Pure orchestration: it imports nothing about sockets, JSON-RPC or SQL. It takes a context, a
+ * provider and tools, and reports everything through `hooks.emit`, which the caller awaits
+ * (so the caller can record before it publishes). The contracts it implements are DESIGN.md §3:
+ *
+ * 1. content decides whether to continue (tool calls in the finished message), never the stop reason;
+ * 2. results are appended after their assistant message, in call order, paired by call id;
+ * 3. tool-call/result pairs are repaired before each model call;
+ * 4. final answer, truncation (max tokens: tool calls are NOT run), budget (max model calls),
+ *    interrupt and error are distinct stop reasons;
+ * 5. transient failures are retried with backoff honouring Retry-After; 400/401/403/404 and user
+ *    cancels are not; a retry repeats only the model call, never a tool;
+ * 6. context overflow calls the compaction hook once, then fails;
+ * 7. consecutive read-only tools run concurrently (bounded); anything else runs alone, in order;
+ * 8. steering input is injected before the next model call and cancels tools not yet started;
+ * 9. it always returns exactly one result (the caller's single terminal event), even on a bug.
+ */
+import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type ToolResultMessage, type Usage, type UserMessage } from "./messages.js";
+import { repairToolPairs, syntheticResult } from "./repair.js";
+import { retryDelayMs, sleep, type RetryPolicy } from "./retry.js";
+import type { LoopTool, ToolOutcome } from "./tools.js";
+import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "../providers/types.js";
+
+export type LoopStopReason = "finalAnswer" | "maxTokens" | "maxTurns" | "interrupted" | "error";
+
+export type LoopEvent =
+  /** A model call (or a retry of one) is about to start. */
+  | { type: "modelCallStart"; call: number; attempt: number }
+  /** A streamed delta of the current attempt. */
+  | { type: "stream"; event: Exclude<ProviderStreamEvent, { type: "done" }> }
+  /** The current attempt failed; anything it streamed is void. */
+  | { type: "modelCallFailed"; error: ProviderError; willRetry: boolean; retryInMs: number | null }
+  /** A finished assistant message, appended to the history. */
+  | { type: "assistantMessage"; message: AssistantMessage; stopReason: ProviderStopReason; usage: Usage }
+  /** One tool result, appended to the history (emitted in call order). */
+  | { type: "toolResult"; result: ToolResultMessage; call: ToolCallBlock }
+  /** Steering input injected into the history before the next model call. */
+  | { type: "steered"; messages: UserMessage[] }
+  /** The history was replaced by a compacted one (context overflow). */
+  | { type: "compacted"; history: Message[] };
+
+export interface LoopHooks {
+  emit(event: LoopEvent): Promise<void> | void;
+  /** Drains steering input queued since the last call. */
+  takeSteering(): UserMessage[];
+  hasSteering(): boolean;
+  /** Context overflow: return a smaller history to retry with, or null to give up. */
+  compact?(history: readonly Message[], signal: AbortSignal): Promise<Message[] | null>;
+}
+
+export interface LoopConfig {
+  provider: ModelProvider;
+  /** Everything of the request but the messages (model, system, tools, cache key …). */
+  request: Omit<ModelRequest, "messages">;
+  /** The model history so far, ending with the new user input. Not mutated. */
+  history: readonly Message[];
+  tools: ReadonlyMap<string, LoopTool>;
+  /** Harness budget: model calls per turn. */
+  maxModelCalls: number;
+  retry: RetryPolicy;
+  /** Bound on concurrently running read-only tools. */
+  maxParallelTools: number;
+  signal: AbortSignal;
+}
+
+export interface LoopResult {
+  stopReason: LoopStopReason;
+  /** Set for stopReason "error" (and for an overflow that compaction could not fix). */
+  error: Error | null;
+  /** Set when the turn ended for a reason the user should read (truncation, budget). */
+  note: string | null;
+  modelCalls: number;
+  usage: Usage;
+}
+
+export const INTERRUPTED_RESULT = "Tool call was not executed: the user interrupted the turn.";
+export const STEERED_RESULT = "Tool call was not executed: the user sent new input before it started.";
+export const TRUNCATED_RESULT = "Tool call was not executed: the model's output was cut off by the token limit.";
+
+const toolCallsOf = (m: AssistantMessage) => m.content.filter((b): b is ToolCallBlock => b.type === "toolCall");
+
+function asProviderError(err: unknown, signal: AbortSignal): ProviderError {
+  if (signal.aborted) return new ProviderError("aborted", "interrupted", { cause: err });
+  if (err instanceof ProviderError) return err;
+  return new ProviderError("streamIncomplete", err instanceof Error ? err.message : String(err), { cause: err });
+}
+
+export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promise<LoopResult> {
+  let usage = emptyUsage();
+  let modelCalls = 0;
+  const result = (stopReason: LoopStopReason, error: Error | null = null, note: string | null = null): LoopResult => ({
+    stopReason,
+    error,
+    note,
+    modelCalls,
+    usage,
+  });
+  try {
+    let history: Message[] = [...config.history];
+    const { signal } = config;
+    let compacted = false;
+
+    for (;;) {
+      if (signal.aborted) return result("interrupted");
+      const steer = hooks.takeSteering();
+      if (steer.length > 0) {
+        history.push(...steer);
+        await hooks.emit({ type: "steered", messages: steer });
+      }
+      if (modelCalls >= config.maxModelCalls) {
+        return result("maxTurns", null, `Stopped after ${modelCalls} model calls (the per-turn limit).`);
+      }
+
+      // ---- one model call, with retries ----
+      let done: Extract<ProviderStreamEvent, { type: "done" }> | null = null;
+      for (let attempt = 0; done === null; attempt++) {
+        await hooks.emit({ type: "modelCallStart", call: modelCalls, attempt });
+        try {
+          const request: ModelRequest = { ...config.request, messages: repairToolPairs(history) };
+          for await (const event of config.provider.stream(request, signal)) {
+            if (event.type === "done") done = event;
+            else await hooks.emit({ type: "stream", event });
+          }
+          if (done === null) throw new ProviderError("streamIncomplete", "the model stream ended without its final event");
+        } catch (raw) {
+          done = null;
+          const error = asProviderError(raw, signal);
+          if (error.kind === "aborted") {
+            await hooks.emit({ type: "modelCallFailed", error, willRetry: false, retryInMs: null });
+            return result("interrupted");
+          }
+          if (error.kind === "contextOverflow" && !compacted && hooks.compact) {
+            compacted = true;
+            await hooks.emit({ type: "modelCallFailed", error, willRetry: true, retryInMs: 0 });
+            const smaller = await hooks.compact(history, signal);
+            if (smaller) {
+              history = smaller;
+              await hooks.emit({ type: "compacted", history: smaller });
+              continue;
+            }
+          }
+          const willRetry = error.retryable && attempt < config.retry.maxRetries;
+          const retryInMs = willRetry ? retryDelayMs(config.retry, attempt + 1, error.retryAfterMs) : null;
+          await hooks.emit({ type: "modelCallFailed", error, willRetry, retryInMs });
+          if (!willRetry) return result("error", error);
+          try {
+            await sleep(retryInMs!, signal);
+          } catch {
+            return result("interrupted");
+          }
+        }
+      }
+      modelCalls++;
+      usage = addUsage(usage, done.usage);
+      const message = done.message;
+      history.push(message);
+      await hooks.emit({ type: "assistantMessage", message, stopReason: done.stopReason, usage: done.usage });
+
+      const calls = toolCallsOf(message);
+      if (done.stopReason === "maxTokens") {
+        // Never run tool calls from a truncated message; record why they did not run.
+        for (const call of calls) {
+          const r = syntheticResult(call, TRUNCATED_RESULT);
+          history.push(r);
+          await hooks.emit({ type: "toolResult", result: r, call });
+        }
+        return result("maxTokens", null, "The model's output was cut off by the output token limit; the answer is incomplete.");
+      }
+      if (calls.length === 0) {
+        if (hooks.hasSteering()) continue; // input arrived while the model was answering
+        return result("finalAnswer");
+      }
+
+      const ended = await runToolCalls(config, hooks, calls, history);
+      if (ended === "interrupted") return result("interrupted");
+    }
+  } catch (err) {
+    return result("error", err instanceof Error ? err : new Error(String(err)));
+  }
+}
+
+/**
+ * Runs one assistant message's tool calls: consecutive read-only calls concurrently (bounded),
+ * others alone; results appended and emitted in call order.
+ */
+async function runToolCalls(config: LoopConfig, hooks: LoopHooks, calls: ToolCallBlock[], history: Message[]): Promise<"continue" | "interrupted"> {
+  const { signal, tools } = config;
+  let endTurn = false;
+  let i = 0;
+  while (i < calls.length) {
+    // A group: one write call, or a run of consecutive read-only calls.
+    const first = tools.get(calls[i]!.name);
+    let j = i + 1;
+    if (first?.readOnly) while (j < calls.length && j - i < config.maxParallelTools && tools.get(calls[j]!.name)?.readOnly) j++;
+    const group = calls.slice(i, j);
+    i = j;
+
+    let outcomes: ToolResultMessage[];
+    if (signal.aborted || endTurn) {
+      outcomes = group.map((c) => syntheticResult(c, INTERRUPTED_RESULT));
+    } else if (hooks.hasSteering()) {
+      outcomes = group.map((c) => syntheticResult(c, STEERED_RESULT));
+    } else {
+      outcomes = await Promise.all(
+        group.map(async (call) => {
+          const outcome = await executeOne(tools.get(call.name), call, signal);
+          if (outcome.endTurn) endTurn = true;
+          return { role: "toolResult", toolCallId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError } satisfies ToolResultMessage;
+        }),
+      );
+    }
+    for (let k = 0; k < group.length; k++) {
+      history.push(outcomes[k]!);
+      await hooks.emit({ type: "toolResult", result: outcomes[k]!, call: group[k]! });
+    }
+  }
+  return signal.aborted || endTurn ? "interrupted" : "continue";
+}
+
+async function executeOne(tool: LoopTool | undefined, call: ToolCallBlock, signal: AbortSignal): Promise<ToolOutcome> {
+  if (!tool) return { content: [{ type: "text", text: `Unknown tool: ${call.name}` }], isError: true };
+  try {
+    return await tool.execute(call, signal);
+  } catch (err) {
+    // A tool bug becomes a result the model can read; the turn goes on.
+    return { content: [{ type: "text", text: `Tool ${call.name} failed: ${err instanceof Error ? err.message : String(err)}` }], isError: true };
+  }
+}

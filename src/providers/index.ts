@@ -1,0 +1,62 @@
+/**
+ * The one place that knows which adapters exist. Everything else holds a ModelProvider.
+ */
+import { AnthropicProvider } from "./anthropic.js";
+import { OpenAIChatProvider } from "./openai-chat.js";
+import { OpenAIResponsesProvider } from "./openai-responses.js";
+import type { ModelProvider } from "./types.js";
+
+export type ProviderId = "anthropic" | "openai" | "openai-chat";
+
+export const PROVIDER_IDS: readonly ProviderId[] = ["anthropic", "openai", "openai-chat"];
+
+export interface ProviderOptions {
+  /** Defaults to the SDK's env var (ANTHROPIC_API_KEY / OPENAI_API_KEY). */
+  apiKey?: string;
+  /** Defaults to ANTHROPIC_BASE_URL / OPENAI_BASE_URL. Anthropic: no /v1; OpenAI: with /v1. */
+  baseURL?: string;
+  /** openai-chat only: role used for developer messages. Default "developer". */
+  chatDeveloperRole?: "developer" | "system";
+  /** openai-chat only: send `prompt_cache_key`. Default false. */
+  sendPromptCacheKeyToChat?: boolean;
+  /** Used when a request has no maxOutputTokens (Anthropic falls back to 8192, as it requires one). */
+  defaultMaxOutputTokens?: number;
+  /** Time allowed until response headers arrive (SDK `timeout`). */
+  timeoutMs?: number;
+}
+
+export function isProviderId(v: unknown): v is ProviderId {
+  return typeof v === "string" && (PROVIDER_IDS as readonly string[]).includes(v);
+}
+
+/**
+ * Builds a provider. Never throws for missing credentials: the first `stream()` call fails with
+ * an `auth` ProviderError instead, so a server can start and report the problem per turn.
+ */
+export function createProvider(id: ProviderId, opts: ProviderOptions = {}): ModelProvider {
+  switch (id) {
+    case "anthropic":
+      return new AnthropicProvider({
+        apiKey: opts.apiKey,
+        baseURL: opts.baseURL,
+        defaultMaxOutputTokens: opts.defaultMaxOutputTokens,
+        timeoutMs: opts.timeoutMs,
+      });
+    case "openai":
+      return new OpenAIResponsesProvider({
+        apiKey: opts.apiKey,
+        baseURL: opts.baseURL,
+        defaultMaxOutputTokens: opts.defaultMaxOutputTokens,
+        timeoutMs: opts.timeoutMs,
+      });
+    case "openai-chat":
+      return new OpenAIChatProvider(opts);
+    default: {
+      const never: never = id;
+      throw new Error(`unknown provider: ${String(never)}`);
+    }
+  }
+}
+
+export type { ModelProvider, ModelRequest, ProviderStreamEvent, ToolSpec } from "./types.js";
+export { ProviderError } from "./types.js";

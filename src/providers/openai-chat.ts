@@ -1,0 +1,231 @@
+/**
+ * Chat Completions adapter, for OpenAI-compatible servers (Ollama, vLLM, llama.cpp, ...).
+ * Reasoning is read from the de-facto `reasoning_content` / `reasoning` delta fields and never
+ * sent back. Tool calls are assembled by their `index`, and the stream is read to its real end:
+ * a finish_reason may arrive before the last tool-call delta.
+ */
+import OpenAI from "openai";
+import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
+import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
+import { resolveAuth, type ResolvedAuth } from "./auth.js";
+import { toProviderError, type ErrorContext } from "./errors.js";
+import { createOpenAIClient } from "./openai-responses.js";
+import { joinText, makeUsage, num } from "./shared.js";
+import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
+
+export interface OpenAIChatProviderOptions {
+  apiKey?: string;
+  baseURL?: string;
+  /** Role for developer messages: many local chat templates only know `system`. Default "developer". */
+  chatDeveloperRole?: "developer" | "system";
+  /** Send `prompt_cache_key` (OpenAI itself accepts it; some compatible servers reject unknown fields). */
+  sendPromptCacheKeyToChat?: boolean;
+  defaultMaxOutputTokens?: number;
+  timeoutMs?: number;
+}
+
+type ChatPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
+type ChatMessage =
+  | { role: "system" | "developer"; content: string }
+  | { role: "user"; content: string | ChatPart[] }
+  | { role: "assistant"; content: string | null; tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }> }
+  | { role: "tool"; tool_call_id: string; content: string };
+
+/** Plain string when the message is text only: the most widely supported form on local servers. */
+function userContent(content: ReadonlyArray<TextBlock | ImageBlock>): string | ChatPart[] {
+  if (content.every((b) => b.type === "text")) return joinText(content);
+  return content.map((b) => (b.type === "text" ? { type: "text", text: b.text } : { type: "image_url", image_url: { url: b.url } }));
+}
+
+export function convertMessagesToChat(system: string, messages: readonly Message[], developerRole: "developer" | "system" = "developer"): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  if (system !== "") out.push({ role: "system", content: system });
+  for (const m of messages) {
+    switch (m.role) {
+      case "user":
+        out.push({ role: "user", content: userContent(m.content) });
+        break;
+      case "developer":
+        out.push({ role: developerRole, content: joinText(m.content) });
+        break;
+      case "toolResult":
+        out.push({ role: "tool", tool_call_id: m.toolCallId, content: joinText(m.content) });
+        break;
+      case "assistant": {
+        const text = m.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("");
+        const calls = m.content.filter((b): b is ToolCallBlock => b.type === "toolCall");
+        const msg: ChatMessage = { role: "assistant", content: text === "" && calls.length > 0 ? null : text };
+        if (calls.length > 0) msg.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
+        out.push(msg);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** The exact request body for a ModelRequest. Key order is fixed by construction. */
+export function buildChatRequest(req: ModelRequest, opts: OpenAIChatProviderOptions = {}): ChatCompletionCreateParamsStreaming {
+  const body: Record<string, unknown> = { model: req.model, messages: convertMessagesToChat(req.system, req.messages, opts.chatDeveloperRole) };
+  if (req.tools.length > 0) {
+    body.tools = req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.inputSchema } }));
+  }
+  const maxOut = req.maxOutputTokens ?? opts.defaultMaxOutputTokens;
+  // `max_tokens`, not `max_completion_tokens`: it is what Ollama, vLLM and llama.cpp all accept.
+  if (maxOut !== undefined) body.max_tokens = maxOut;
+  if (req.reasoningEffort != null && req.reasoningEffort !== "none") body.reasoning_effort = req.reasoningEffort;
+  if (opts.sendPromptCacheKeyToChat && req.cacheKey) body.prompt_cache_key = req.cacheKey;
+  body.stream = true;
+  body.stream_options = { include_usage: true };
+  return body as unknown as ChatCompletionCreateParamsStreaming;
+}
+
+/** Fields compatible servers add to the delta. */
+type ChunkDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null; reasoning?: string | null };
+
+/** Turns chat chunks into ProviderStreamEvents and the final message. */
+export class ChatStreamAssembler {
+  private readonly content: AssistantMessage["content"] = [];
+  /** tool_calls[].index → our content index. */
+  private readonly toolIndex = new Map<number, number>();
+  private id: string | undefined;
+  private finishReason: string | null = null;
+  private usage: ChatCompletionChunk["usage"] = null;
+
+  handle(chunk: ChatCompletionChunk): ProviderStreamEvent[] {
+    this.id ??= chunk.id || undefined;
+    if (chunk.usage) this.usage = chunk.usage;
+    const out: ProviderStreamEvent[] = [];
+    for (const choice of chunk.choices ?? []) {
+      if (choice.index !== 0 && choice.index !== undefined) continue; // we never ask for n > 1
+      const d = (choice.delta ?? {}) as ChunkDelta;
+      const reasoning = d.reasoning_content ?? d.reasoning;
+      if (reasoning) out.push(this.appendReasoning(reasoning));
+      if (d.content) out.push(this.appendText(d.content));
+      for (const tc of d.tool_calls ?? []) out.push(...this.toolCallDelta(tc));
+      // Recorded, not acted upon: tool-call deltas may still follow.
+      if (choice.finish_reason) this.finishReason = choice.finish_reason;
+    }
+    return out;
+  }
+
+  private appendText(delta: string): ProviderStreamEvent {
+    let index = this.content.length - 1;
+    const last = this.content[index];
+    if (last?.type === "text") last.text += delta;
+    else {
+      index = this.content.length;
+      this.content.push({ type: "text", text: delta });
+    }
+    return { type: "textDelta", index, delta };
+  }
+
+  private appendReasoning(delta: string): ProviderStreamEvent {
+    let index = this.content.length - 1;
+    const last = this.content[index];
+    if (last?.type === "reasoning") last.text += delta;
+    else {
+      index = this.content.length;
+      const block: ReasoningBlock = { type: "reasoning", text: delta, summary: [] };
+      this.content.push(block);
+    }
+    return { type: "reasoningTextDelta", index, delta };
+  }
+
+  private toolCallDelta(tc: ChatCompletionChunk.Choice.Delta.ToolCall): ProviderStreamEvent[] {
+    const out: ProviderStreamEvent[] = [];
+    const key = tc.index ?? 0;
+    let index = this.toolIndex.get(key);
+    if (index === undefined) {
+      index = this.content.length;
+      this.content.push({ type: "toolCall", id: tc.id ?? "", name: tc.function?.name ?? "", arguments: "" });
+      this.toolIndex.set(key, index);
+      out.push({ type: "toolCallStart", index, id: tc.id ?? "", name: tc.function?.name ?? "" });
+    } else {
+      // Some servers send id/name late or repeat them; the first non-empty value wins.
+      const blk = this.content[index] as ToolCallBlock;
+      if (!blk.id && tc.id) blk.id = tc.id;
+      if (!blk.name && tc.function?.name) blk.name = tc.function.name;
+    }
+    const args = tc.function?.arguments;
+    if (args) {
+      (this.content[index] as ToolCallBlock).arguments += args;
+      out.push({ type: "toolCallDelta", index, delta: args });
+    }
+    return out;
+  }
+
+  finish(): Extract<ProviderStreamEvent, { type: "done" }> {
+    if (this.finishReason === null) throw new ProviderError("streamIncomplete", "openai-chat: stream ended without a finish_reason");
+    // Servers that omit tool-call ids still need a pairing id for the results.
+    this.content.forEach((b, i) => {
+      if (b.type === "toolCall" && !b.id) b.id = `call_${i}`;
+    });
+    const message: AssistantMessage = { role: "assistant", content: this.content };
+    if (this.id) message.providerMessageId = this.id;
+    const u = this.usage;
+    const usage: Usage = makeUsage({
+      inputTokens: num(u?.prompt_tokens),
+      cachedInputTokens: num(u?.prompt_tokens_details?.cached_tokens),
+      cacheWriteInputTokens: 0,
+      outputTokens: num(u?.completion_tokens),
+      reasoningOutputTokens: num(u?.completion_tokens_details?.reasoning_tokens),
+      totalTokens: u?.total_tokens ?? null,
+    });
+    return { type: "done", message, stopReason: this.stopReason(), usage };
+  }
+
+  private stopReason(): ProviderStopReason {
+    switch (this.finishReason) {
+      case "length":
+        return "maxTokens";
+      case "content_filter":
+        return "refusal";
+      case "tool_calls":
+      case "function_call":
+        return "toolUse";
+      case "stop":
+        // Several local servers report "stop" for tool calls; the content is what counts.
+        return this.content.some((b) => b.type === "toolCall") ? "toolUse" : "endTurn";
+      default:
+        return "other";
+    }
+  }
+}
+
+export class OpenAIChatProvider implements ModelProvider {
+  readonly id = "openai-chat";
+  private readonly auth: ResolvedAuth;
+  private readonly client: OpenAI | null;
+
+  constructor(private readonly opts: OpenAIChatProviderOptions = {}) {
+    this.auth = resolveAuth({
+      provider: "openai-chat",
+      apiKey: opts.apiKey,
+      baseURL: opts.baseURL,
+      keyEnvVars: ["OPENAI_API_KEY"],
+      baseURLEnvVar: "OPENAI_BASE_URL",
+    });
+    this.client = this.auth.missingKeyError ? null : createOpenAIClient(this.auth, opts.timeoutMs);
+  }
+
+  async *stream(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ProviderStreamEvent> {
+    const ctx: ErrorContext = { provider: this.id, signal, streamStarted: false, secrets: this.auth.secrets };
+    if (!this.client) throw this.auth.missingKeyError ?? new ProviderError("auth", "openai-chat: no credentials");
+    const asm = new ChatStreamAssembler();
+    try {
+      const body = buildChatRequest(request, this.opts);
+      if (signal.aborted) throw new ProviderError("aborted", "openai-chat: request aborted");
+      const stream = await this.client.chat.completions.create(body, { signal });
+      ctx.streamStarted = true;
+      // Read to the real end ([DONE] or connection close), never stop at finish_reason.
+      for await (const chunk of stream) {
+        for (const out of asm.handle(chunk)) yield out;
+      }
+      if (signal.aborted) throw new ProviderError("aborted", "openai-chat: request aborted");
+      yield asm.finish();
+    } catch (err) {
+      throw toProviderError(err, ctx);
+    }
+  }
+}

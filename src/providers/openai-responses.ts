@@ -1,0 +1,384 @@
+/**
+ * OpenAI Responses API adapter (stateless: `store: false`, the whole history every call, and
+ * reasoning carried forward as encrypted content). The request body is built by a pure function
+ * (exported for tests); the stream is assembled from raw events into our AssistantMessage.
+ */
+import OpenAI from "openai";
+import type { ResponseCreateParamsStreaming, ResponseStreamEvent } from "openai/resources/responses/responses";
+import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
+import { resolveAuth, type ResolvedAuth } from "./auth.js";
+import { kindFromCode, toProviderError, type ErrorContext } from "./errors.js";
+import { joinText, makeUsage, num } from "./shared.js";
+import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
+
+export interface OpenAIResponsesProviderOptions {
+  apiKey?: string;
+  baseURL?: string;
+  defaultMaxOutputTokens?: number;
+  timeoutMs?: number;
+}
+
+// Wire shapes we send. Declared here (not the SDK's input unions) so the key order of each item is
+// visible and fixed in one place.
+type InputContent = { type: "input_text"; text: string } | { type: "input_image"; image_url: string; detail: "auto" };
+type InputItem =
+  | { type: "message"; role: "user" | "developer"; content: InputContent[] }
+  | { type: "message"; role: "assistant"; content: Array<{ type: "output_text"; text: string; annotations: [] }> }
+  | { type: "reasoning"; id?: string; summary: Array<{ type: "summary_text"; text: string }>; encrypted_content: string }
+  | { type: "function_call"; call_id: string; name: string; arguments: string }
+  | { type: "function_call_output"; call_id: string; output: string | InputContent[] };
+
+function inputContent(content: ReadonlyArray<TextBlock | ImageBlock>): InputContent[] {
+  return content.map((b) => (b.type === "text" ? { type: "input_text", text: b.text } : { type: "input_image", image_url: b.url, detail: "auto" }));
+}
+
+function reasoningItem(r: ReasoningBlock): InputItem | null {
+  // Without encrypted content (store:false) the API cannot resolve a reasoning item: omit it.
+  if (!r.encryptedContent) return null;
+  const summary = r.summary.map((text) => ({ type: "summary_text" as const, text }));
+  return r.providerId
+    ? { type: "reasoning", id: r.providerId, summary, encrypted_content: r.encryptedContent }
+    : { type: "reasoning", summary, encrypted_content: r.encryptedContent };
+}
+
+/** Internal messages → Responses input items. Consecutive assistant text blocks share one message item. */
+export function convertMessagesToResponsesInput(messages: readonly Message[]): InputItem[] {
+  const items: InputItem[] = [];
+  for (const m of messages) {
+    switch (m.role) {
+      case "user":
+      case "developer":
+        items.push({ type: "message", role: m.role, content: inputContent(m.content) });
+        break;
+      case "toolResult": {
+        const textOnly = m.content.every((b) => b.type === "text");
+        items.push({ type: "function_call_output", call_id: m.toolCallId, output: textOnly ? joinText(m.content) : inputContent(m.content) });
+        break;
+      }
+      case "assistant": {
+        let texts: Array<{ type: "output_text"; text: string; annotations: [] }> = [];
+        const flush = () => {
+          if (texts.length > 0) items.push({ type: "message", role: "assistant", content: texts });
+          texts = [];
+        };
+        for (const b of m.content) {
+          if (b.type === "text") {
+            texts.push({ type: "output_text", text: b.text, annotations: [] });
+            continue;
+          }
+          flush();
+          if (b.type === "reasoning") {
+            const r = reasoningItem(b);
+            if (r) items.push(r);
+          } else {
+            items.push({ type: "function_call", call_id: b.id, name: b.name, arguments: b.arguments });
+          }
+        }
+        flush();
+        break;
+      }
+    }
+  }
+  return items;
+}
+
+/** The exact request body for a ModelRequest. Key order is fixed by construction. */
+export function buildResponsesRequest(req: ModelRequest, opts: OpenAIResponsesProviderOptions = {}): ResponseCreateParamsStreaming {
+  const body: Record<string, unknown> = { model: req.model };
+  if (req.system !== "") body.instructions = req.system;
+  body.input = convertMessagesToResponsesInput(req.messages);
+  if (req.tools.length > 0) {
+    body.tools = req.tools.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.inputSchema, strict: false }));
+  }
+  body.store = false;
+  body.stream = true;
+  if (req.cacheKey) body.prompt_cache_key = req.cacheKey;
+  const maxOut = req.maxOutputTokens ?? opts.defaultMaxOutputTokens;
+  if (maxOut !== undefined) body.max_output_tokens = maxOut;
+  if (req.reasoningEffort != null && req.reasoningEffort !== "none") {
+    body.reasoning = { effort: req.reasoningEffort, summary: "auto" };
+    // store:false means reasoning must travel with the request: ask for it back encrypted.
+    body.include = ["reasoning.encrypted_content"];
+  }
+  return body as unknown as ResponseCreateParamsStreaming;
+}
+
+interface RawResponse {
+  id?: string;
+  status?: string;
+  error?: { code?: string | null; message?: string } | null;
+  incomplete_details?: { reason?: string | null } | null;
+  output?: RawItem[];
+  usage?: {
+    input_tokens?: number;
+    input_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
+    output_tokens?: number;
+    output_tokens_details?: { reasoning_tokens?: number } | null;
+    total_tokens?: number;
+  } | null;
+}
+
+interface RawItem {
+  id?: string;
+  type: string;
+  // message
+  content?: Array<{ type: string; text?: string; refusal?: string }>;
+  // reasoning
+  summary?: Array<{ type: string; text: string }>;
+  encrypted_content?: string | null;
+  // function_call
+  call_id?: string;
+  name?: string;
+  arguments?: string;
+}
+
+/** Turns raw Responses events into ProviderStreamEvents and the final message. */
+export class ResponsesStreamAssembler {
+  private readonly content: AssistantMessage["content"] = [];
+  /** output_index → our content index for reasoning / function_call items. */
+  private readonly itemBlock = new Map<number, number>();
+  /** `${output_index}:${content_index}` → our content index for message text parts. */
+  private readonly partBlock = new Map<string, number>();
+  private readonly seenOutput = new Set<number>();
+  private responseId: string | undefined;
+  private messageItemId: string | undefined;
+  private refused = false;
+  private final: RawResponse | null = null;
+  private finalStatus: "completed" | "incomplete" | null = null;
+
+  handle(ev: ResponseStreamEvent): ProviderStreamEvent[] {
+    switch (ev.type) {
+      case "response.created":
+      case "response.in_progress":
+        this.responseId ??= ev.response.id;
+        return [];
+      case "response.output_item.added":
+        return this.itemAdded(ev.output_index, ev.item as RawItem);
+      case "response.content_part.added":
+        // Text blocks are created on their first non-empty delta, so an empty part (e.g. an empty
+        // message item before function calls) leaves no empty block behind.
+        return [];
+      case "response.output_text.delta":
+        return this.textDelta(ev.output_index, ev.content_index, ev.delta);
+      case "response.refusal.delta":
+        this.refused = true;
+        return this.textDelta(ev.output_index, ev.content_index, ev.delta);
+      case "response.reasoning_summary_part.added": {
+        const r = this.reasoningBlock(ev.output_index, ev.item_id);
+        while (r.block.summary.length <= ev.summary_index) r.block.summary.push("");
+        return [];
+      }
+      case "response.reasoning_summary_text.delta": {
+        const r = this.reasoningBlock(ev.output_index, ev.item_id);
+        while (r.block.summary.length <= ev.summary_index) r.block.summary.push("");
+        r.block.summary[ev.summary_index] += ev.delta;
+        return ev.delta ? [{ type: "reasoningSummaryDelta", index: r.index, summaryIndex: ev.summary_index, delta: ev.delta }] : [];
+      }
+      case "response.reasoning_text.delta": {
+        const r = this.reasoningBlock(ev.output_index, ev.item_id);
+        r.block.text += ev.delta;
+        return ev.delta ? [{ type: "reasoningTextDelta", index: r.index, delta: ev.delta }] : [];
+      }
+      case "response.function_call_arguments.delta": {
+        const i = this.itemBlock.get(ev.output_index);
+        const blk = i === undefined ? undefined : this.content[i];
+        if (i === undefined || blk?.type !== "toolCall") return [];
+        blk.arguments += ev.delta;
+        return ev.delta ? [{ type: "toolCallDelta", index: i, delta: ev.delta }] : [];
+      }
+      case "response.function_call_arguments.done": {
+        const i = this.itemBlock.get(ev.output_index);
+        const blk = i === undefined ? undefined : this.content[i];
+        if (blk?.type === "toolCall") blk.arguments = ev.arguments; // authoritative full text
+        return [];
+      }
+      case "response.output_item.done":
+        return this.itemDone(ev.output_index, ev.item as RawItem);
+      case "response.completed":
+      case "response.incomplete":
+        this.final = ev.response as RawResponse;
+        this.finalStatus = ev.type === "response.completed" ? "completed" : "incomplete";
+        this.responseId ??= ev.response.id;
+        return this.absorbUnseenOutput(this.final.output ?? []);
+      case "response.failed": {
+        const e = (ev.response as RawResponse).error;
+        throw responsesError(e?.code ?? null, e?.message ?? "response failed");
+      }
+      case "error":
+        throw responsesError(ev.code, ev.message);
+      default:
+        return [];
+    }
+  }
+
+  private itemAdded(outputIndex: number, item: RawItem): ProviderStreamEvent[] {
+    this.seenOutput.add(outputIndex);
+    if (item.type === "reasoning") {
+      this.reasoningBlock(outputIndex, item.id);
+      return [];
+    }
+    if (item.type === "function_call") {
+      const index = this.content.length;
+      const block: ToolCallBlock = { type: "toolCall", id: item.call_id ?? "", name: item.name ?? "", arguments: item.arguments ?? "" };
+      if (item.id) block.providerItemId = item.id;
+      this.content.push(block);
+      this.itemBlock.set(outputIndex, index);
+      const out: ProviderStreamEvent[] = [{ type: "toolCallStart", index, id: block.id, name: block.name }];
+      if (block.arguments) out.push({ type: "toolCallDelta", index, delta: block.arguments });
+      return out;
+    }
+    if (item.type === "message" && item.id) this.messageItemId ??= item.id;
+    return [];
+  }
+
+  /** Fills in what the deltas may not have carried (ids, encrypted content, un-streamed text). */
+  private itemDone(outputIndex: number, item: RawItem): ProviderStreamEvent[] {
+    const out = this.seenOutput.has(outputIndex) ? [] : this.itemAdded(outputIndex, item);
+    if (item.type === "reasoning") {
+      const r = this.reasoningBlock(outputIndex, item.id);
+      if (item.encrypted_content) r.block.encryptedContent = item.encrypted_content;
+      if (item.summary && item.summary.length > 0 && r.block.summary.every((s) => s === "")) r.block.summary = item.summary.map((s) => s.text);
+      if (r.block.text === "" && item.content) r.block.text = item.content.map((c) => c.text ?? "").join("");
+    } else if (item.type === "function_call") {
+      const i = this.itemBlock.get(outputIndex);
+      const blk = i === undefined ? undefined : this.content[i];
+      if (blk?.type === "toolCall") {
+        if (item.arguments !== undefined) blk.arguments = item.arguments;
+        if (item.call_id) blk.id = item.call_id;
+      }
+    } else if (item.type === "message") {
+      if (item.id) this.messageItemId ??= item.id;
+      (item.content ?? []).forEach((part, ci) => {
+        const text = part.type === "output_text" ? part.text : part.type === "refusal" ? part.refusal : undefined;
+        if (text === undefined) return;
+        if (part.type === "refusal") this.refused = true;
+        const key = `${outputIndex}:${ci}`;
+        if (!this.partBlock.has(key) && text) {
+          const index = this.textBlock(outputIndex, ci);
+          const blk = this.content[index] as TextBlock;
+          blk.text = text;
+          out.push({ type: "textDelta", index, delta: text });
+        }
+      });
+    }
+    return out;
+  }
+
+  /** Output items present only in the final response (no events seen for them). */
+  private absorbUnseenOutput(output: RawItem[]): ProviderStreamEvent[] {
+    const out: ProviderStreamEvent[] = [];
+    output.forEach((item, i) => {
+      if (!this.seenOutput.has(i)) out.push(...this.itemDone(i, item));
+    });
+    return out;
+  }
+
+  private textBlock(outputIndex: number, contentIndex: number): number {
+    const key = `${outputIndex}:${contentIndex}`;
+    let index = this.partBlock.get(key);
+    if (index === undefined) {
+      index = this.content.length;
+      this.content.push({ type: "text", text: "" });
+      this.partBlock.set(key, index);
+    }
+    return index;
+  }
+
+  private textDelta(outputIndex: number, contentIndex: number, delta: string): ProviderStreamEvent[] {
+    if (!delta) return [];
+    const index = this.textBlock(outputIndex, contentIndex);
+    (this.content[index] as TextBlock).text += delta;
+    return [{ type: "textDelta", index, delta }];
+  }
+
+  private reasoningBlock(outputIndex: number, itemId: string | undefined): { index: number; block: ReasoningBlock } {
+    let index = this.itemBlock.get(outputIndex);
+    if (index === undefined) {
+      index = this.content.length;
+      const block: ReasoningBlock = { type: "reasoning", text: "", summary: [] };
+      if (itemId) block.providerId = itemId;
+      this.content.push(block);
+      this.itemBlock.set(outputIndex, index);
+    }
+    return { index, block: this.content[index] as ReasoningBlock };
+  }
+
+  finish(): Extract<ProviderStreamEvent, { type: "done" }> {
+    if (!this.final || !this.finalStatus) throw new ProviderError("streamIncomplete", "openai: stream ended before response.completed");
+    const message: AssistantMessage = { role: "assistant", content: this.content };
+    if (this.responseId) message.providerMessageId = this.responseId;
+    if (this.messageItemId) message.providerItemId = this.messageItemId;
+    const u = this.final.usage;
+    const usage: Usage = makeUsage({
+      inputTokens: num(u?.input_tokens),
+      cachedInputTokens: num(u?.input_tokens_details?.cached_tokens),
+      cacheWriteInputTokens: num(u?.input_tokens_details?.cache_write_tokens),
+      outputTokens: num(u?.output_tokens),
+      reasoningOutputTokens: num(u?.output_tokens_details?.reasoning_tokens),
+      totalTokens: u?.total_tokens ?? null,
+    });
+    return { type: "done", message, stopReason: this.stopReason(), usage };
+  }
+
+  private stopReason(): ProviderStopReason {
+    if (this.finalStatus === "incomplete") {
+      const reason = this.final?.incomplete_details?.reason;
+      if (reason === "max_output_tokens") return "maxTokens";
+      if (reason === "content_filter") return "refusal";
+      return "other";
+    }
+    if (this.refused) return "refusal";
+    return this.content.some((b) => b.type === "toolCall") ? "toolUse" : "endTurn";
+  }
+}
+
+/** A failure reported inside the stream (`error` event or `response.failed`). */
+function responsesError(code: string | null | undefined, message: string): ProviderError {
+  return new ProviderError(kindFromCode(code, message), `openai: stream error${code ? ` ${code}` : ""}: ${message}`);
+}
+
+export class OpenAIResponsesProvider implements ModelProvider {
+  readonly id = "openai";
+  private readonly auth: ResolvedAuth;
+  private readonly client: OpenAI | null;
+
+  constructor(private readonly opts: OpenAIResponsesProviderOptions = {}) {
+    this.auth = resolveAuth({
+      provider: "openai",
+      apiKey: opts.apiKey,
+      baseURL: opts.baseURL,
+      keyEnvVars: ["OPENAI_API_KEY"],
+      baseURLEnvVar: "OPENAI_BASE_URL",
+    });
+    this.client = this.auth.missingKeyError ? null : createOpenAIClient(this.auth, opts.timeoutMs);
+  }
+
+  async *stream(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ProviderStreamEvent> {
+    const ctx: ErrorContext = { provider: this.id, signal, streamStarted: false, secrets: this.auth.secrets };
+    if (!this.client) throw this.auth.missingKeyError ?? new ProviderError("auth", "openai: no credentials");
+    const asm = new ResponsesStreamAssembler();
+    try {
+      const body = buildResponsesRequest(request, this.opts);
+      if (signal.aborted) throw new ProviderError("aborted", "openai: request aborted");
+      const stream = await this.client.responses.create(body, { signal });
+      ctx.streamStarted = true;
+      for await (const ev of stream) {
+        for (const out of asm.handle(ev)) yield out;
+      }
+      // The SDK ends iteration quietly when the signal aborts mid-stream.
+      if (signal.aborted) throw new ProviderError("aborted", "openai: request aborted");
+      yield asm.finish();
+    } catch (err) {
+      throw toProviderError(err, ctx);
+    }
+  }
+}
+
+export function createOpenAIClient(auth: ResolvedAuth, timeoutMs: number | undefined): OpenAI {
+  return new OpenAI({
+    ...(auth.apiKey !== undefined ? { apiKey: auth.apiKey } : {}),
+    ...(auth.baseURL !== undefined ? { baseURL: auth.baseURL } : {}),
+    ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
+    maxRetries: 0, // the agent loop owns retries
+  });
+}
