@@ -26,6 +26,8 @@ create table threads (
   source                 text not null,
   -- Set while the last turn failed: the thread reports `systemError` until its next turn.
   system_error           boolean not null default false,
+  -- Running token totals of the thread (thread/tokenUsage/updated `total`).
+  token_usage            jsonb,
   -- Highest event sequence number handed out (persisted in blocks, see src/runtime/seq.ts).
   seq_reserved           bigint not null default 0,
   created_at_ms          bigint not null,

@@ -1,7 +1,9 @@
 /** What request handlers need, in one place: built once per server by src/server.ts. */
 import type { Logger } from "./log.js";
 import type { Turn } from "./protocol/thread.js";
+import type { Model } from "./protocol/session.js";
 import type { ThreadRuntime } from "./runtime/threads.js";
+import type { TurnRunner } from "./runtime/turns.js";
 
 export interface ProviderCatalog {
   has(id: string): boolean;
@@ -14,6 +16,9 @@ export interface AppContext {
   readonly log: Logger;
   readonly runtime: ThreadRuntime;
   readonly providers: ProviderCatalog;
+  readonly turns: TurnRunner;
+  /** What model/list reports. */
+  readonly models: Model[];
   /** The stored turns of a thread with their items (thread/read includeTurns). */
   turnsOf(threadId: string): Promise<Turn[]>;
 }

@@ -10,7 +10,14 @@ import { createLogger, redactUrl, type Logger } from "./log.js";
 import { Connection } from "./rpc/connection.js";
 import { registerSessionHandlers } from "./rpc/handlers/session.js";
 import { registerThreadHandlers } from "./rpc/handlers/threads.js";
+import { registerTurnHandlers } from "./rpc/handlers/turns.js";
+import { DEFAULT_RETRY } from "./agent/retry.js";
+import type { Model } from "./protocol/session.js";
+import type { ProviderId, ProviderOptions } from "./providers/index.js";
+import { ProviderPool } from "./runtime/provider-pool.js";
 import { ThreadRuntime } from "./runtime/threads.js";
+import { TurnRunner, type TurnSettings } from "./runtime/turns.js";
+import { TurnStore } from "./store/turn-store.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
@@ -27,6 +34,38 @@ export interface StartOptions extends ServerConfig {
   stdio?: { input: NodeJS.ReadableStream; output: NodeJS.WritableStream };
   /** stdio only: called when the client closes stdin. */
   onStdioEnd?: () => void;
+  /** Per-provider SDK options (default: the SDKs' own environment variables). */
+  providers?: Partial<Record<ProviderId, ProviderOptions>>;
+  /** Agent-loop limits (defaults: 100 model calls per turn, DEFAULT_RETRY). */
+  turns?: Partial<TurnSettings>;
+}
+
+export function configuredModels(defaultProvider: string, defaultModel: string): Model[] {
+  return Object.entries(DEFAULT_MODELS).map(([provider, fallback]) => {
+    const model = provider === defaultProvider ? defaultModel : fallback;
+    return {
+      id: model,
+      model,
+      upgrade: null,
+      upgradeInfo: null,
+      availabilityNux: null,
+      displayName: model,
+      description: `${model} via the ${provider} provider`,
+      modelSpecialty: null,
+      hidden: false,
+      supportedReasoningEfforts: ["low", "medium", "high"].map((e) => ({ reasoningEffort: e, description: `${e} reasoning effort` })),
+      defaultReasoningEffort: "medium",
+      inputModalities: ["text", "image"],
+      supportsPersonality: false,
+      multiAgentVersion: null,
+      additionalSpeedTiers: [],
+      serviceTiers: [],
+      defaultServiceTier: null,
+      availableAccessPrograms: null,
+      isDefault: provider === defaultProvider,
+      modelProvider: provider,
+    };
+  });
 }
 
 export interface RunningServer {
@@ -51,6 +90,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     connections.add(conn);
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
+    registerTurnHandlers(conn, app!);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -91,13 +131,29 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     log.child({ component: "runtime" }),
   );
   const knownProviders = Object.keys(DEFAULT_MODELS);
+  const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
+  const turns = new TurnRunner(
+    runtime,
+    new TurnStore(db.sql),
+    new ProviderPool(opts.providers),
+    {
+      maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
+      retry: DEFAULT_RETRY,
+      maxParallelTools: 4,
+      shell: "bash",
+      ...opts.turns,
+    },
+    log.child({ component: "turns" }),
+  );
   app = {
     version: VERSION,
     home: opts.home,
     log,
     runtime,
+    turns,
+    models: configuredModels(opts.modelProvider, opts.model),
     providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
-    turnsOf: async () => [],
+    turnsOf: (threadId) => turns.turnsOf(threadId),
   };
 
   let stdio: { close(): void } | null = null;
@@ -125,6 +181,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         stdio?.close();
         await ws?.close();
         for (const c of connections) c.close();
+        await turns.interruptAll();
         await runtime.shutdown();
         await db.close();
         log.info({}, "stopped");

@@ -125,6 +125,9 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
           if (done === null) throw new ProviderError("streamIncomplete", "the model stream ended without its final event");
         } catch (raw) {
           done = null;
+          // Not a model failure (a hook's emit threw, or a provider bug): never retried, the turn
+          // fails with the original error (the outer catch).
+          if (!(raw instanceof ProviderError) && !signal.aborted) throw raw;
           const error = asProviderError(raw, signal);
           if (error.kind === "aborted") {
             await hooks.emit({ type: "modelCallFailed", error, willRetry: false, retryInMs: null });
@@ -134,6 +137,7 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
             compacted = true;
             await hooks.emit({ type: "modelCallFailed", error, willRetry: true, retryInMs: 0 });
             const smaller = await hooks.compact(history, signal);
+            if (signal.aborted) return result("interrupted");
             if (smaller) {
               history = smaller;
               await hooks.emit({ type: "compacted", history: smaller });
@@ -176,6 +180,8 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
       if (ended === "interrupted") return result("interrupted");
     }
   } catch (err) {
+    // Whatever threw after a user interrupt (a hook rejecting on the signal) is the interrupt.
+    if (config.signal.aborted) return result("interrupted");
     return result("error", err instanceof Error ? err : new Error(String(err)));
   }
 }

@@ -47,6 +47,10 @@ export class Connection implements Subscriber {
     this.optOut = new Set(optOutNotificationMethods ?? []);
   }
 
+  request(method: string, params: object) {
+    return this.peer.requestWithId(method, params);
+  }
+
   notify(method: string, params: object): void {
     if (this.optOut.has(method)) return;
     this.peer.notify(method, params);

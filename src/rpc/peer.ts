@@ -4,7 +4,8 @@
  * leaves open (see notes/dependencies.md §3):
  * - incoming messages are accepted with or without `"jsonrpc":"2.0"`; outgoing ones always carry it;
  * - ids are validated (string or safe integer) and echoed with their exact type;
- * - parse errors are answered with id null; malformed envelopes with -32600;
+ * - parse errors are answered with id null; malformed envelopes with -32600; responses (replies to
+ *   our requests) are never answered, even malformed ones;
  * - any non-RpcError thrown by a handler becomes -32603 "Internal error", never a stack trace;
  * - batches are answered with an array (or nothing, when they held only notifications);
  * - server notifications carry a top-level `emittedAtMs`.
@@ -107,6 +108,27 @@ export class RpcPeer {
     }
   }
 
+  private nextRequestId = 1;
+
+  /**
+   * A server → client request whose id the caller needs (to announce `serverRequest/resolved`).
+   * The promise resolves with the reply: `{ result }` or `{ error }`; it rejects only when the
+   * connection closes first.
+   */
+  requestWithId(method: string, params: unknown): { id: number; reply: Promise<{ result?: unknown; error?: { code: number; message: string; data?: unknown } }> } {
+    const id = this.nextRequestId++;
+    if (!this.open) return { id, reply: Promise.reject(new Error("connection closed")) };
+    const reply = Promise.resolve(this.client.requestAdvanced({ jsonrpc: "2.0", id, method, params: params as Obj })).then((res) => {
+      if (!res) throw new Error("no reply");
+      if ("error" in res && res.error) {
+        if (res.error.code === 0 && /connection closed/.test(res.error.message)) throw new Error("connection closed");
+        return { error: res.error };
+      }
+      return { result: (res as { result?: unknown }).result };
+    });
+    return { id, reply };
+  }
+
   /** The transport closed: fail every pending server → client request. */
   close(): void {
     if (!this.open) return;
@@ -148,13 +170,18 @@ export class RpcPeer {
   /** Returns the response to send for a request (null for notifications and replies). */
   private async receiveOne(msg: unknown, responded: Promise<void>): Promise<Obj | null> {
     if (!isObj(msg)) return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: expected an object");
+    const hasId = "id" in msg && msg.id !== undefined;
+    if (!("method" in msg) && ("result" in msg || "error" in msg)) {
+      // A response is never answered (JSON-RPC 2.0 §5), not even a malformed one: an error reply
+      // with id null means the client could not parse something we sent, and answering it
+      // could start an endless error exchange with a client that does the same.
+      if (validId(msg.id)) this.client.receive({ ...msg, jsonrpc: "2.0" } as unknown as JSONRPCResponse);
+      else this.log.warn({ id: msg.id, error: msg.error }, "ignored a response without a valid id");
+      return null;
+    }
     if (msg.jsonrpc !== undefined && msg.jsonrpc !== "2.0")
       return errorResponse(validId(msg.id) ? msg.id : null, ErrorCode.InvalidRequest, 'Invalid Request: jsonrpc must be "2.0"');
-    const hasId = "id" in msg && msg.id !== undefined;
-    if (hasId && !validId(msg.id)) {
-      // A reply to one of our requests may carry any id we sent; everything else must be valid.
-      return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: id must be a string or an integer");
-    }
+    if (hasId && !validId(msg.id)) return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: id must be a string or an integer");
     if (typeof msg.method === "string") {
       if (msg.params !== undefined && typeof msg.params !== "object")
         return hasId ? errorResponse(msg.id as RequestId, ErrorCode.InvalidRequest, "Invalid Request: params must be an object or array") : null;
@@ -165,10 +192,6 @@ export class RpcPeer {
       return this.dispatchRequest(msg.id as RequestId, msg.method, msg.params, responded);
     }
     if ("method" in msg) return errorResponse(hasId ? (msg.id as RequestId) : null, ErrorCode.InvalidRequest, "Invalid Request: method must be a string");
-    if (hasId && ("result" in msg || "error" in msg)) {
-      this.client.receive({ ...msg, jsonrpc: "2.0" } as unknown as JSONRPCResponse);
-      return null;
-    }
     return errorResponse(hasId ? (msg.id as RequestId) : null, ErrorCode.InvalidRequest, "Invalid Request");
   }
 

@@ -13,12 +13,19 @@ import type { Thread, ThreadListParams, ThreadStartParams, ThreadStartResponse, 
 import { uuidv7 } from "../ids.js";
 import type { StoredEvent, ThreadRecord } from "../store/records.js";
 import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
+import type { Message } from "../agent/messages.js";
 import { SeqCounter } from "./seq.js";
+import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
 import { settingsResponse, threadView } from "./thread-view.js";
 
-export interface Subscriber {
+export interface Subscriber extends RequestingSubscriber {
   readonly id: number;
   notify(method: string, params: object): void;
+}
+
+/** What the turn runner keeps on a loaded thread (see src/runtime/turns.ts). */
+export interface ActiveTurnHandle {
+  readonly id: string;
 }
 
 export interface ThreadDefaults {
@@ -51,6 +58,14 @@ export interface ThreadEvent {
 export class LoadedThread {
   readonly subscribers = new Set<Subscriber>();
   status: ThreadStatus;
+  /** The running turn, if any (one per thread). */
+  activeTurn: ActiveTurnHandle | null = null;
+  /** The model-level history, loaded on the first turn and appended as the thread runs. */
+  history: Message[] | null = null;
+  /** Next turn ordinal and next model-message ordinal (valid once `history` is loaded). */
+  turnCount = 0;
+  messageCount = 0;
+  broker!: ServerRequestBroker;
   /** Serialises commits so notifications leave in `seq` order. */
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
@@ -187,7 +202,7 @@ export class ThreadRuntime {
     if (!record) throw new ThreadNotFoundError(threadId);
     const again = this.loaded.get(threadId); // a concurrent load won the race
     if (again) return again;
-    const thread = new LoadedThread(record, new SeqCounter(record.seqReserved));
+    const thread = this.track(new LoadedThread(record, new SeqCounter(record.seqReserved)));
     this.loaded.set(threadId, thread);
     return thread;
   }
@@ -198,6 +213,21 @@ export class ThreadRuntime {
     const record = await this.store.getThread(threadId);
     if (!record) throw new ThreadNotFoundError(threadId);
     return record;
+  }
+
+  /** Wires a thread's server-request broker to announce `serverRequest/resolved` per connection. */
+  private track(thread: LoadedThread): LoadedThread {
+    thread.broker = new ServerRequestBroker((to, requestId) => {
+      const seq = thread.seq.next();
+      (to as Subscriber).notify("serverRequest/resolved", { threadId: thread.id, requestId, seq });
+    });
+    return thread;
+  }
+
+  subscribe(thread: LoadedThread, subscriber: Subscriber): void {
+    if (thread.subscribers.has(subscriber)) return;
+    thread.subscribers.add(subscriber);
+    thread.broker.subscribed(subscriber);
   }
 
   statusOf(threadId: string): ThreadStatus {
@@ -232,12 +262,14 @@ export class ThreadRuntime {
       cliVersion: this.cliVersion,
       source: "appServer",
       systemError: false,
+      tokenUsage: null,
       seqReserved: 0,
       createdAtMs: now,
       updatedAtMs: now,
     };
-    const thread = new LoadedThread(record, new SeqCounter(0));
-    thread.subscribers.add(subscriber);
+    const thread = this.track(new LoadedThread(record, new SeqCounter(0)));
+    thread.history = [];
+    this.subscribe(thread, subscriber);
     const view = threadView(record, thread.status);
     this.loaded.set(id, thread);
     try {
@@ -319,6 +351,7 @@ export class ThreadRuntime {
     const thread = this.loaded.get(threadId);
     if (!thread) return "notLoaded";
     if (!thread.subscribers.delete(subscriber)) return "notSubscribed";
+    thread.broker.unsubscribed(subscriber);
     this.maybeUnload(thread);
     return "unsubscribed";
   }
@@ -326,17 +359,16 @@ export class ThreadRuntime {
   /** A connection went away: drop its subscriptions; threads nobody watches and nothing runs on unload. */
   disconnect(subscriber: Subscriber): void {
     for (const thread of this.loaded.values()) {
-      if (thread.subscribers.delete(subscriber)) this.maybeUnload(thread);
+      if (thread.subscribers.delete(subscriber)) {
+        thread.broker.unsubscribed(subscriber);
+        this.maybeUnload(thread);
+      }
     }
   }
 
-  /** Whether a thread has work in progress that keeps it loaded (turns, later issues). */
-  protected busy(_thread: LoadedThread): boolean {
-    return false;
-  }
-
-  private maybeUnload(thread: LoadedThread): void {
-    if (thread.subscribers.size > 0 || this.busy(thread)) return;
+  /** Unloads a thread nobody watches and nothing runs on (called again when its turn ends). */
+  maybeUnload(thread: LoadedThread): void {
+    if (thread.subscribers.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
     this.loaded.delete(thread.id);
     if (thread.record.ephemeral) {
       void this.store.deleteThreads([thread.id]).catch((err) => this.log.warn({ err, threadId: thread.id }, "could not delete ephemeral thread"));

@@ -1,6 +1,9 @@
 /** Row shapes of the store, as postgres.js returns them (columns camelCased). */
 import type { AskForApproval, SandboxMode } from "../protocol/common.js";
-import type { DynamicToolSpec } from "../protocol/thread.js";
+import type { DynamicToolSpec, TurnStatus, TurnStopReason } from "../protocol/thread.js";
+import type { TurnError } from "../protocol/common.js";
+import type { ThreadItem } from "../protocol/items.js";
+import type { Message, Usage } from "../agent/messages.js";
 
 export interface ThreadRecord {
   id: string;
@@ -25,12 +28,13 @@ export interface ThreadRecord {
   cliVersion: string;
   source: string;
   systemError: boolean;
+  tokenUsage: Usage | null;
   seqReserved: number;
   createdAtMs: number;
   updatedAtMs: number;
 }
 
-export type NewThread = Omit<ThreadRecord, "archived" | "systemError" | "seqReserved" | "preview" | "name"> & {
+export type NewThread = Omit<ThreadRecord, "archived" | "systemError" | "seqReserved" | "preview" | "name" | "tokenUsage"> & {
   name?: string | null;
   preview?: string;
 };
@@ -41,4 +45,35 @@ export interface StoredEvent {
   method: string;
   params: Record<string, unknown>;
   emittedAtMs: number;
+}
+
+export interface TurnRecord {
+  id: string;
+  threadId: string;
+  ordinal: number;
+  status: TurnStatus;
+  stopReason: TurnStopReason | null;
+  error: TurnError | null;
+  clientUserMessageId: string | null;
+  startedAtMs: number;
+  completedAtMs: number | null;
+  rolledBack: boolean;
+}
+
+export interface ItemRecord {
+  id: string;
+  threadId: string;
+  turnId: string;
+  ordinal: number;
+  type: string;
+  status: string | null;
+  payload: ThreadItem;
+  startedAtMs: number;
+  completedAtMs: number | null;
+}
+
+export interface ModelMessageRecord {
+  ordinal: number;
+  turnId: string | null;
+  message: Message;
 }

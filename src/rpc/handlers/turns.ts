@@ -1,0 +1,40 @@
+/** turn/* and model/list request handlers. */
+import type { AppContext } from "../../app-context.js";
+import { TurnRequestError } from "../../runtime/turns.js";
+import { UserInputError } from "../../runtime/user-input.js";
+import type { Connection } from "../connection.js";
+import { invalidParams, invalidRequest } from "../errors.js";
+import { withThread } from "./threads.js";
+
+async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await withThread(fn);
+  } catch (err) {
+    if (err instanceof TurnRequestError) throw invalidRequest(err.message);
+    if (err instanceof UserInputError) throw invalidParams(`Invalid params: ${err.message}`);
+    throw err;
+  }
+}
+
+export function registerTurnHandlers(conn: Connection, app: AppContext): void {
+  conn.handle("turn/start", (p, { connection, responded }) =>
+    guarded(async () => {
+      if (p.modelProvider && !app.providers.has(p.modelProvider))
+        throw invalidParams(`unknown modelProvider: ${p.modelProvider} (known: ${[...app.providers.ids()].join(", ")})`);
+      return app.turns.start(p, connection, responded);
+    }),
+  );
+
+  conn.handle("turn/interrupt", (p) => guarded(() => app.turns.interrupt(p.threadId, p.turnId)));
+
+  conn.handle("turn/steer", (p) => guarded(() => app.turns.steer(p.threadId, p.expectedTurnId, p.input, p.clientUserMessageId ?? null)));
+
+  conn.handle("model/list", (p) => {
+    const models = app.models.filter((m) => !p.modelProvider || m.modelProvider === p.modelProvider);
+    const start = p.cursor ? Number.parseInt(p.cursor, 10) : 0;
+    if (!Number.isSafeInteger(start) || start < 0) throw invalidParams("Invalid params: bad cursor");
+    const limit = p.limit ?? models.length;
+    const data = models.slice(start, start + limit);
+    return { data, nextCursor: start + limit < models.length ? String(start + limit) : null };
+  });
+}

@@ -1,0 +1,79 @@
+/**
+ * Server → client requests that belong to a thread (tool calls, approvals). A request goes to
+ * every subscribed connection; the first reply wins and every connection it was sent to gets
+ * `serverRequest/resolved`. A connection that disconnects does not answer: the request stays
+ * pending, and a connection that subscribes later is sent it again (same params, its own id).
+ */
+export interface ClientReply {
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+}
+
+export interface RequestingSubscriber {
+  request?(method: string, params: object): { id: number; reply: Promise<ClientReply> };
+}
+
+interface Pending {
+  method: string;
+  params: object;
+  sent: Map<RequestingSubscriber, number>;
+  settle(reply: ClientReply | null): void;
+}
+
+export class ServerRequestBroker {
+  private readonly pending = new Set<Pending>();
+
+  constructor(private readonly announceResolved: (to: RequestingSubscriber, requestId: number) => void) {}
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Sends `method` to `subscribers` (and to later subscribers while unanswered). Resolves with the
+   * first reply, or with null when `signal` fires first.
+   */
+  ask(method: string, params: object, subscribers: Iterable<RequestingSubscriber>, signal: AbortSignal): Promise<ClientReply | null> {
+    return new Promise((resolve) => {
+      let settled = false;
+      const entry: Pending = {
+        method,
+        params,
+        sent: new Map(),
+        settle: (reply) => {
+          if (settled) return;
+          settled = true;
+          this.pending.delete(entry);
+          signal.removeEventListener("abort", onAbort);
+          for (const [sub, id] of entry.sent) this.announceResolved(sub, id);
+          resolve(reply);
+        },
+      };
+      const onAbort = () => entry.settle(null);
+      if (signal.aborted) return resolve(null);
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.pending.add(entry);
+      for (const sub of subscribers) this.send(entry, sub);
+    });
+  }
+
+  /** A connection subscribed: it gets every unanswered request. */
+  subscribed(sub: RequestingSubscriber): void {
+    for (const entry of this.pending) if (!entry.sent.has(sub)) this.send(entry, sub);
+  }
+
+  /** A connection went away: its copies will never be answered. */
+  unsubscribed(sub: RequestingSubscriber): void {
+    for (const entry of this.pending) entry.sent.delete(sub);
+  }
+
+  private send(entry: Pending, sub: RequestingSubscriber): void {
+    if (!sub.request) return;
+    const { id, reply } = sub.request(entry.method, entry.params);
+    entry.sent.set(sub, id);
+    reply.then(
+      (r) => entry.settle(r),
+      () => entry.sent.delete(sub), // closed before answering: stays pending for others
+    );
+  }
+}

@@ -1,0 +1,35 @@
+/** Maps loop failures to Codex's TurnError / CodexErrorInfo shapes. */
+import type { CodexErrorInfo, TurnError } from "../protocol/common.js";
+import { ProviderError } from "../providers/types.js";
+
+export function codexErrorInfo(err: Error, exhaustedRetries = false): CodexErrorInfo {
+  if (!(err instanceof ProviderError)) return "other";
+  const httpStatusCode = err.status;
+  if (exhaustedRetries && err.retryable) return { responseTooManyFailedAttempts: { httpStatusCode } };
+  switch (err.kind) {
+    case "rateLimited":
+      return "rateLimitExceeded";
+    case "overloaded":
+      return "serverOverloaded";
+    case "server":
+      return "internalServerError";
+    case "auth":
+      return "unauthorized";
+    case "badRequest":
+      return "badRequest";
+    case "notFound":
+      return "modelNotFound";
+    case "contextOverflow":
+      return "contextWindowExceeded";
+    case "network":
+      return { httpConnectionFailed: { httpStatusCode } };
+    case "streamIncomplete":
+      return { responseStreamDisconnected: { httpStatusCode } };
+    default:
+      return "other";
+  }
+}
+
+export function turnError(err: Error, opts: { exhaustedRetries?: boolean } = {}): TurnError {
+  return { message: err.message, codexErrorInfo: codexErrorInfo(err, opts.exhaustedRetries), additionalDetails: null, misalignment: null };
+}

@@ -1,0 +1,599 @@
+/**
+ * Turns: starts the agent loop for a thread, turns its events into items and notifications
+ * (recorded before published), and handles interrupt and steer. One active turn per thread.
+ *
+ * Wire order for a turn (Codex v2): thread/status/changed (active) → turn/started →
+ * item/started + item/completed (userMessage) → per model output item/started → deltas →
+ * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
+ */
+import type { TransactionSql } from "postgres";
+import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage, type UserMessage } from "../agent/messages.js";
+import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
+import { environmentContext, settingsChanged, systemPrompt, toolList, type EnvironmentSettings } from "../agent/prompt.js";
+import type { RetryPolicy } from "../agent/retry.js";
+import type { LoopTool } from "../agent/tools.js";
+import type { ThreadStatus, UserInput } from "../protocol/common.js";
+import type { ThreadItem } from "../protocol/items.js";
+import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
+import type { TurnStartParams } from "../protocol/turn.js";
+import type { ModelRequest, ProviderStreamEvent } from "../providers/types.js";
+import { uuidv7 } from "../ids.js";
+import type { ItemRecord, ThreadRecord, TurnRecord } from "../store/records.js";
+import type { TurnStore } from "../store/turn-store.js";
+import type { ToolContext } from "../tools/context.js";
+import { dynamicTool } from "../tools/dynamic.js";
+import type { ProviderPool } from "./provider-pool.js";
+import { turnError } from "./turn-errors.js";
+import { toUserMessage, previewOf } from "./user-input.js";
+import type { ActiveTurnHandle, LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
+
+export interface TurnSettings {
+  maxModelCalls: number;
+  retry: RetryPolicy;
+  maxParallelTools: number;
+  maxOutputTokens?: number;
+  /** Shell named in the environment context. */
+  shell: string;
+}
+
+/** Failures a client caused (answered as -32600 by the handlers). */
+export class TurnRequestError extends Error {}
+
+interface StreamingItem {
+  id: string;
+  kind: "agentMessage" | "reasoning";
+  text: string;
+  summary: string[];
+  startedAtMs: number;
+}
+
+interface SteerInput {
+  input: UserInput[];
+  clientId: string | null;
+  message: UserMessage;
+}
+
+class ActiveTurn implements ActiveTurnHandle {
+  readonly abort = new AbortController();
+  readonly steering: SteerInput[] = [];
+  /** Items of the current model-call attempt, by content-block index. */
+  readonly streaming = new Map<number, StreamingItem>();
+  nextItemOrdinal = 0;
+  /** The provider's final error, already announced with an `error` notification. */
+  announcedFailure = false;
+  finished!: Promise<void>;
+  constructor(
+    readonly id: string,
+    readonly startedAtMs: number,
+    readonly clientUserMessageId: string | null,
+  ) {}
+}
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+const statusFor: Record<TurnStopReason, TurnStatus> = {
+  finalAnswer: "completed",
+  maxTokens: "completed",
+  maxTurns: "completed",
+  interrupted: "interrupted",
+  error: "failed",
+};
+
+export function turnView(r: Pick<TurnRecord, "id" | "status" | "stopReason" | "error" | "startedAtMs" | "completedAtMs">, items: ThreadItem[] | null): Turn {
+  return {
+    id: r.id,
+    rootTurnId: r.id,
+    items: items ?? [],
+    itemsView: items ? "full" : "notLoaded",
+    status: r.status,
+    error: r.error,
+    startedAt: seconds(r.startedAtMs),
+    completedAt: r.completedAtMs === null ? null : seconds(r.completedAtMs),
+    durationMs: r.completedAtMs === null ? null : r.completedAtMs - r.startedAtMs,
+    stopReason: r.stopReason,
+  };
+}
+
+export class TurnRunner {
+  constructor(
+    private readonly runtime: ThreadRuntime,
+    private readonly turns: TurnStore,
+    private readonly providers: ProviderPool,
+    private readonly settings: TurnSettings,
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  private get threads() {
+    return this.runtime.store;
+  }
+
+  // ---- turn/start --------------------------------------------------------------------------
+
+  async start(p: TurnStartParams, requester: Subscriber, responded: Promise<void>): Promise<{ turn: Turn }> {
+    const thread = await this.runtime.load(p.threadId);
+    if (p.clientUserMessageId) {
+      const same = await this.turns.findTurnByClientMessageId(thread.id, p.clientUserMessageId);
+      if (same) {
+        this.runtime.subscribe(thread, requester);
+        return { turn: turnView(same, null) };
+      }
+    }
+    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const now = Date.now();
+    const turn = new ActiveTurn(uuidv7(now), now, p.clientUserMessageId ?? null);
+    thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
+    try {
+      this.runtime.subscribe(thread, requester);
+      await this.ensureHistory(thread);
+      const before = thread.record;
+      const after = this.applyOverrides(before, p);
+      const userMessage = await toUserMessage(p.input, after.cwd);
+
+      const newMessages: Message[] = [];
+      if (thread.messageCount === 0 && thread.history!.length === 0) newMessages.push(environmentContext(this.envOf(after)));
+      else {
+        const changed = this.settingsDiff(before, after);
+        if (changed) newMessages.push(settingsChanged(changed));
+      }
+      newMessages.push(userMessage);
+
+      const userItem: ThreadItem = { type: "userMessage", id: uuidv7(), clientId: p.clientUserMessageId ?? null, content: p.input, startedAtMs: now, completedAtMs: now };
+      const turnRecord: TurnRecord = {
+        id: turn.id,
+        threadId: thread.id,
+        ordinal: thread.turnCount,
+        status: "inProgress",
+        stopReason: null,
+        error: null,
+        clientUserMessageId: turn.clientUserMessageId,
+        startedAtMs: now,
+        completedAtMs: null,
+        rolledBack: false,
+      };
+      const view = turnView(turnRecord, null);
+      const active: ThreadStatus = { type: "active", activeFlags: [] };
+      const preview = before.preview || previewOf(p.input);
+      const firstOrdinal = thread.messageCount;
+      const updated: ThreadRecord = { ...after, preview, systemError: false, updatedAtMs: now };
+
+      await this.runtime.commit(
+        thread,
+        [
+          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
+          { method: "turn/started", params: { threadId: thread.id, turn: view } },
+          { method: "item/started", params: { item: { ...userItem, completedAtMs: null }, threadId: thread.id, turnId: turn.id, startedAtMs: now } },
+          { method: "item/completed", params: { item: userItem, threadId: thread.id, turnId: turn.id, completedAtMs: now } },
+        ],
+        async (tx) => {
+          await this.threads.updateThread(tx, thread.id, {
+            model: updated.model,
+            modelProvider: updated.modelProvider,
+            reasoningEffort: updated.reasoningEffort,
+            cwd: updated.cwd,
+            approvalPolicy: updated.approvalPolicy,
+            sandbox: updated.sandbox,
+            preview,
+            systemError: false,
+            updatedAtMs: now,
+          });
+          await this.turns.insertTurn(tx, turnRecord);
+          await this.insertItem(tx, thread, turn, userItem, "completed", now);
+          await this.turns.insertModelMessages(
+            tx,
+            thread.id,
+            newMessages.map((message, i) => ({ ordinal: firstOrdinal + i, turnId: turn.id, message })),
+          );
+        },
+        { after: responded },
+      );
+      thread.record = updated;
+      thread.status = active;
+      thread.turnCount++;
+      thread.messageCount += newMessages.length;
+      thread.history!.push(...newMessages);
+      turn.finished = this.run(thread, turn);
+      return { turn: view };
+    } catch (err) {
+      thread.activeTurn = null;
+      throw err;
+    }
+  }
+
+  private async ensureHistory(thread: LoadedThread): Promise<void> {
+    if (thread.history) return;
+    const [history, messageCount, turnCount] = await Promise.all([
+      this.turns.modelHistory(thread.id),
+      this.turns.countModelMessages(thread.id),
+      this.turns.countTurns(thread.id),
+    ]);
+    thread.history = history;
+    thread.messageCount = messageCount;
+    thread.turnCount = turnCount;
+  }
+
+  private applyOverrides(r: ThreadRecord, p: TurnStartParams): ThreadRecord {
+    const sandbox = p.sandboxPolicy
+      ? p.sandboxPolicy.type === "dangerFullAccess"
+        ? "danger-full-access"
+        : p.sandboxPolicy.type === "readOnly"
+          ? "read-only"
+          : "workspace-write"
+      : r.sandbox;
+    return {
+      ...r,
+      model: p.model ?? r.model,
+      modelProvider: p.modelProvider ?? r.modelProvider,
+      reasoningEffort: p.effort ?? r.reasoningEffort,
+      cwd: p.cwd ?? r.cwd,
+      approvalPolicy: p.approvalPolicy ?? r.approvalPolicy,
+      sandbox,
+    };
+  }
+
+  private envOf(r: ThreadRecord): EnvironmentSettings {
+    const policy = typeof r.approvalPolicy === "string" ? r.approvalPolicy : "granular";
+    return { cwd: r.cwd, approvalPolicy: policy, sandbox: r.sandbox, shell: this.settings.shell };
+  }
+
+  private settingsDiff(before: ThreadRecord, after: ThreadRecord): Partial<EnvironmentSettings> | null {
+    const a = this.envOf(before);
+    const b = this.envOf(after);
+    const changed: Partial<EnvironmentSettings> = {};
+    if (a.cwd !== b.cwd) changed.cwd = b.cwd;
+    if (a.approvalPolicy !== b.approvalPolicy) changed.approvalPolicy = b.approvalPolicy;
+    if (a.sandbox !== b.sandbox) changed.sandbox = b.sandbox;
+    return Object.keys(changed).length ? changed : null;
+  }
+
+  // ---- running -----------------------------------------------------------------------------
+
+  private async run(thread: LoadedThread, turn: ActiveTurn): Promise<void> {
+    let result: LoopResult;
+    try {
+      const record = thread.record;
+      const provider = await this.providers.get(record.modelProvider);
+      const tools = this.toolsFor(thread, turn);
+      const request: Omit<ModelRequest, "messages"> = {
+        model: record.model,
+        system: systemPrompt(record.baseInstructions, record.developerInstructions),
+        tools: toolList([...tools.values()].map((t) => t.spec)),
+        cacheKey: thread.id,
+        reasoningEffort: (record.reasoningEffort as ModelRequest["reasoningEffort"]) ?? null,
+        ...(this.settings.maxOutputTokens ? { maxOutputTokens: this.settings.maxOutputTokens } : {}),
+      };
+      result = await runAgentLoop(
+        {
+          provider,
+          request,
+          history: thread.history!,
+          tools,
+          maxModelCalls: this.settings.maxModelCalls,
+          retry: this.settings.retry,
+          maxParallelTools: this.settings.maxParallelTools,
+          signal: turn.abort.signal,
+        },
+        {
+          emit: (e) => this.onLoopEvent(thread, turn, e),
+          takeSteering: () => this.takeSteering(turn),
+          hasSteering: () => turn.steering.length > 0,
+        },
+      );
+    } catch (err) {
+      result = { stopReason: "error", error: err instanceof Error ? err : new Error(String(err)), note: null, modelCalls: 0, usage: emptyUsage() };
+    }
+    await this.finish(thread, turn, result);
+  }
+
+  private toolsFor(thread: LoadedThread, turn: ActiveTurn): Map<string, LoopTool> {
+    const ctx = this.toolContext(thread, turn);
+    const tools = new Map<string, LoopTool>();
+    for (const spec of thread.record.dynamicTools) tools.set(spec.name, dynamicTool(spec, ctx));
+    return tools;
+  }
+
+  private toolContext(thread: LoadedThread, turn: ActiveTurn): ToolContext {
+    return {
+      threadId: thread.id,
+      turnId: turn.id,
+      cwd: thread.record.cwd,
+      newItemId: () => uuidv7(),
+      startItem: (item) => this.recordItemStarted(thread, turn, item),
+      completeItem: (item) => this.recordItemCompleted(thread, turn, [item]),
+      askClients: (method, params, signal) => thread.broker.ask(method, params, thread.subscribers, signal),
+    };
+  }
+
+  private takeSteering(turn: ActiveTurn): UserMessage[] {
+    return turn.steering.map((s) => s.message);
+  }
+
+  private async onLoopEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> {
+    switch (e.type) {
+      case "modelCallStart":
+        turn.streaming.clear();
+        return;
+      case "stream":
+        return this.onStream(thread, turn, e.event);
+      case "modelCallFailed": {
+        await this.closeStreamingItems(thread, turn);
+        if (e.error.kind === "aborted") return;
+        if (!e.willRetry) turn.announcedFailure = true;
+        const error = turnError(e.error, { exhaustedRetries: !e.willRetry && e.error.retryable });
+        await this.runtime.commit(thread, [
+          { method: "error", params: { error, willRetry: e.willRetry, threadId: thread.id, turnId: turn.id } },
+        ]);
+        if (e.willRetry) this.log.warn({ threadId: thread.id, turnId: turn.id, kind: e.error.kind, retryInMs: e.retryInMs }, "model call failed; retrying");
+        return;
+      }
+      case "assistantMessage":
+        return this.onAssistantMessage(thread, turn, e.message, e.usage);
+      case "toolResult":
+        return this.appendHistory(thread, turn, [e.result]);
+      case "steered": {
+        const steered = turn.steering.splice(0, e.messages.length);
+        const now = Date.now();
+        for (const s of steered) {
+          const item: ThreadItem = { type: "userMessage", id: uuidv7(), clientId: s.clientId, content: s.input, startedAtMs: now, completedAtMs: now };
+          await this.recordItemStarted(thread, turn, { ...item, completedAtMs: null });
+          await this.recordItemCompleted(thread, turn, [item]);
+        }
+        return this.appendHistory(thread, turn, e.messages);
+      }
+      case "compacted":
+        return;
+    }
+  }
+
+  private async appendHistory(thread: LoadedThread, turn: ActiveTurn, messages: Message[]): Promise<void> {
+    const first = thread.messageCount;
+    thread.messageCount += messages.length;
+    thread.history!.push(...messages);
+    await this.runtime.commit(thread, [], (tx) =>
+      this.turns.insertModelMessages(tx, thread.id, messages.map((message, i) => ({ ordinal: first + i, turnId: turn.id, message }))),
+    );
+  }
+
+  private async onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> {
+    if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return; // tool items appear when tools run
+    const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
+    let item = turn.streaming.get(ev.index);
+    if (!item) {
+      item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now() };
+      turn.streaming.set(ev.index, item);
+      await this.recordItemStarted(thread, turn, this.streamingPayload(item));
+    }
+    const base = { threadId: thread.id, turnId: turn.id, itemId: item.id, delta: ev.delta };
+    if (ev.type === "textDelta") {
+      item.text += ev.delta;
+      this.runtime.publishLive(thread, "item/agentMessage/delta", base);
+    } else if (ev.type === "reasoningSummaryDelta") {
+      while (item.summary.length <= ev.summaryIndex) item.summary.push("");
+      item.summary[ev.summaryIndex] += ev.delta;
+      this.runtime.publishLive(thread, "item/reasoning/summaryTextDelta", { ...base, summaryIndex: ev.summaryIndex });
+    } else {
+      item.text += ev.delta;
+      this.runtime.publishLive(thread, "item/reasoning/textDelta", { ...base, contentIndex: 0 });
+    }
+  }
+
+  private streamingPayload(item: StreamingItem, completedAtMs: number | null = null): ThreadItem {
+    const times = { startedAtMs: item.startedAtMs, completedAtMs };
+    return item.kind === "agentMessage"
+      ? { type: "agentMessage", id: item.id, text: item.text, phase: null, moderation: null, memoryCitation: null, delivery: null, questions: null, ...times }
+      : { type: "reasoning", id: item.id, summary: item.summary, content: item.text ? [item.text] : [], ...times };
+  }
+
+  /** A failed or interrupted attempt: its items end with what had arrived. */
+  private async closeStreamingItems(thread: LoadedThread, turn: ActiveTurn): Promise<void> {
+    if (turn.streaming.size === 0) return;
+    const now = Date.now();
+    const items = [...turn.streaming.values()].map((i) => this.streamingPayload(i, now));
+    turn.streaming.clear();
+    await this.recordItemCompleted(thread, turn, items);
+  }
+
+  private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
+    const now = Date.now();
+    const toStart: ThreadItem[] = [];
+    const completed: ThreadItem[] = [];
+    message.content.forEach((block, index) => {
+      if (block.type === "toolCall") return;
+      const streamed = turn.streaming.get(index);
+      const kind = block.type === "text" ? "agentMessage" : "reasoning";
+      if (!streamed && block.type === "text" && block.text === "") return;
+      if (!streamed && block.type === "reasoning" && !block.text && block.summary.every((s) => !s)) return;
+      const item: StreamingItem = streamed ?? { id: uuidv7(), kind, text: "", summary: [], startedAtMs: now };
+      if (block.type === "text") item.text = block.text;
+      else {
+        item.text = block.text;
+        item.summary = [...block.summary];
+      }
+      if (!streamed) toStart.push(this.streamingPayload(item));
+      completed.push(this.streamingPayload(item, now));
+    });
+    turn.streaming.clear();
+
+    const total = addUsage(thread.record.tokenUsage ?? emptyUsage(), usage);
+    thread.record = { ...thread.record, tokenUsage: total };
+    const breakdown = (u: typeof usage) => ({
+      totalTokens: u.totalTokens,
+      inputTokens: u.inputTokens,
+      cachedInputTokens: u.cachedInputTokens,
+      cacheWriteInputTokens: u.cacheWriteInputTokens,
+      outputTokens: u.outputTokens,
+      reasoningOutputTokens: u.reasoningOutputTokens,
+    });
+    const ordinal = thread.messageCount++;
+    thread.history!.push(message);
+    const cacheHit = usage.inputTokens > 0 ? usage.cachedInputTokens / usage.inputTokens : 0;
+    this.log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
+
+    const records: Array<{ item: ThreadItem; ordinal: number }> = toStart.map((item) => ({ item, ordinal: turn.nextItemOrdinal++ }));
+    const events: ThreadEvent[] = [
+      ...toStart.map((item) => ({ method: "item/started" as const, params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: now } })),
+      ...completed.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: now } })),
+      {
+        method: "thread/tokenUsage/updated",
+        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: null } },
+      },
+    ];
+    await this.runtime.commit(thread, events, async (tx) => {
+      for (const r of records) await this.writeItem(tx, thread, turn, r.item, r.ordinal, "inProgress", now);
+      for (const item of completed) await this.turns.completeItem(tx, item.id, item, "completed", now);
+      await this.turns.insertModelMessages(tx, thread.id, [{ ordinal, turnId: turn.id, message }]);
+      await this.threads.updateThread(tx, thread.id, { tokenUsage: total, updatedAtMs: now });
+    });
+  }
+
+  private async recordItemStarted(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
+    const now = Date.now();
+    const ordinal = turn.nextItemOrdinal++;
+    await this.runtime.commit(
+      thread,
+      [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
+      (tx) => this.writeItem(tx, thread, turn, item, ordinal, "inProgress", now),
+    );
+  }
+
+  private async recordItemCompleted(thread: LoadedThread, turn: ActiveTurn, items: ThreadItem[]): Promise<void> {
+    const now = Date.now();
+    await this.runtime.commit(
+      thread,
+      items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
+      async (tx) => {
+        for (const item of items) await this.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now);
+      },
+    );
+  }
+
+  private insertItem(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, status: string, now: number): Promise<void> {
+    return this.writeItem(tx, thread, turn, item, turn.nextItemOrdinal++, status, now);
+  }
+
+  private writeItem(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
+    const record: Omit<ItemRecord, "completedAtMs"> = {
+      id: item.id,
+      threadId: thread.id,
+      turnId: turn.id,
+      ordinal,
+      type: item.type,
+      status,
+      payload: item,
+      startedAtMs: item.startedAtMs ?? now,
+    };
+    return this.turns.insertItem(tx, record);
+  }
+
+  // ---- the end of a turn -------------------------------------------------------------------
+
+  private async finish(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+    const now = Date.now();
+    try {
+      await this.closeStreamingItems(thread, turn);
+    } catch (err) {
+      this.log.error({ err, threadId: thread.id }, "could not close streaming items");
+    }
+    const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
+    const status = statusFor[stopReason];
+    const error =
+      stopReason === "error" && result.error
+        ? turnError(result.error, { exhaustedRetries: turn.announcedFailure && "retryable" in result.error && Boolean((result.error as { retryable?: boolean }).retryable) })
+        : result.note
+          ? { message: result.note, codexErrorInfo: null, additionalDetails: null, misalignment: null }
+          : null;
+    const record: TurnRecord = {
+      id: turn.id,
+      threadId: thread.id,
+      ordinal: 0,
+      status,
+      stopReason,
+      error,
+      clientUserMessageId: turn.clientUserMessageId,
+      startedAtMs: turn.startedAtMs,
+      completedAtMs: now,
+      rolledBack: false,
+    };
+    const threadStatus: ThreadStatus = status === "failed" ? { type: "systemError" } : { type: "idle" };
+    const events: ThreadEvent[] = [];
+    if (status === "failed" && !turn.announcedFailure && error) {
+      events.push({ method: "error", params: { error, willRetry: false, threadId: thread.id, turnId: turn.id } });
+    }
+    events.push(
+      { method: "thread/status/changed", params: { threadId: thread.id, status: threadStatus } },
+      { method: "turn/completed", params: { threadId: thread.id, turn: turnView(record, null) } },
+    );
+    if (status === "failed") this.log.warn({ threadId: thread.id, turnId: turn.id, error: error?.message }, "turn failed");
+    thread.activeTurn = null;
+    thread.status = threadStatus;
+    thread.record = { ...thread.record, systemError: status === "failed", updatedAtMs: now };
+    try {
+      await this.runtime.commit(thread, events, async (tx) => {
+        await this.turns.finishTurn(tx, turn.id, record);
+        await this.threads.updateThread(tx, thread.id, { systemError: status === "failed", updatedAtMs: now });
+      });
+    } catch (err) {
+      // The record could not be written; clients must still learn the turn ended (DESIGN.md §3.9).
+      this.log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
+      for (const e of events) this.runtime.publishLive(thread, e.method, e.params);
+    }
+    this.runtime.maybeUnload(thread);
+  }
+
+  // ---- interrupt and steer -----------------------------------------------------------------
+
+  async interrupt(threadId: string, turnId: string): Promise<Record<string, never>> {
+    const thread = this.runtime.loaded.get(threadId);
+    const active = thread?.activeTurn as ActiveTurn | null | undefined;
+    if (active && active.id === turnId) {
+      active.abort.abort();
+      return {};
+    }
+    // Idempotent: interrupting a turn that already ended is not an error.
+    const stored = await this.turns.getTurn(turnId);
+    if (stored && stored.threadId === threadId) return {};
+    await this.runtime.getRecord(threadId); // unknown thread → ThreadNotFoundError
+    throw new TurnRequestError(`turn not found on thread ${threadId}: ${turnId}`);
+  }
+
+  async steer(threadId: string, expectedTurnId: string, input: UserInput[], clientId: string | null): Promise<{ turnId: string }> {
+    const thread = this.runtime.loaded.get(threadId);
+    if (!thread) await this.runtime.getRecord(threadId);
+    const active = thread?.activeTurn as ActiveTurn | null | undefined;
+    if (!active) throw new TurnRequestError(`no active turn on thread ${threadId}`);
+    if (active.id !== expectedTurnId) throw new TurnRequestError(`expected turn ${expectedTurnId} but the active turn is ${active.id}`);
+    if (active.abort.signal.aborted) throw new TurnRequestError(`turn ${active.id} is being interrupted`);
+    active.steering.push({ input, clientId, message: await toUserMessage(input, thread!.record.cwd) });
+    return { turnId: active.id };
+  }
+
+  /** Waits for a running turn to end (shutdown, tests). */
+  async settle(threadId: string): Promise<void> {
+    const active = this.runtime.loaded.get(threadId)?.activeTurn as ActiveTurn | null | undefined;
+    if (active) await active.finished;
+  }
+
+  /** Interrupts every running turn and waits for them to end (shutdown). */
+  async interruptAll(): Promise<void> {
+    const running: Promise<void>[] = [];
+    for (const thread of this.runtime.loaded.values()) {
+      const active = thread.activeTurn as ActiveTurn | null;
+      if (active) {
+        active.abort.abort();
+        running.push(active.finished);
+      }
+    }
+    await Promise.allSettled(running);
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  async turnsOf(threadId: string): Promise<Turn[]> {
+    const { turns, items } = await this.turns.turnsWithItems(threadId);
+    const byTurn = new Map<string, ThreadItem[]>();
+    for (const i of items) {
+      const list = byTurn.get(i.turnId) ?? [];
+      list.push(i.payload);
+      byTurn.set(i.turnId, list);
+    }
+    return turns.map((t) => turnView(t, byTurn.get(t.id) ?? []));
+  }
+}
