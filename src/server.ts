@@ -16,6 +16,7 @@ import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { ThreadRuntime } from "./runtime/threads.js";
+import { recoverInterruptedTurns } from "./runtime/recovery.js";
 import { TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { TurnStore } from "./store/turn-store.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
@@ -118,6 +119,13 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
 
   const store = new ThreadStore(db.sql);
+  try {
+    await recoverInterruptedTurns(store, log.child({ component: "recovery" }));
+  } catch (err) {
+    await db.close();
+    await ws?.close();
+    throw err;
+  }
   const runtime = new ThreadRuntime(
     store,
     {

@@ -7,6 +7,7 @@ import * as N from "./notifications.js";
 import * as S from "./session.js";
 import * as T from "./thread.js";
 import * as U from "./turn.js";
+import * as X from "./tools.js";
 
 export const clientRequests = {
   initialize: { params: S.InitializeParams, result: S.InitializeResponse },
@@ -18,10 +19,13 @@ export const clientRequests = {
   "thread/name/set": { params: T.ThreadSetNameParams, result: T.ThreadSetNameResponse },
   "thread/loaded/list": { params: T.ThreadLoadedListParams, result: T.ThreadLoadedListResponse },
   "thread/unsubscribe": { params: T.ThreadUnsubscribeParams, result: T.ThreadUnsubscribeResponse },
+  "thread/resume": { params: T.ThreadResumeParams, result: T.ThreadResumeResponse },
+  "thread/events/list": { params: T.ThreadEventsListParams, result: T.ThreadEventsListResponse },
   "turn/start": { params: U.TurnStartParams, result: U.TurnStartResponse },
   "turn/interrupt": { params: U.TurnInterruptParams, result: U.TurnInterruptResponse },
   "turn/steer": { params: U.TurnSteerParams, result: U.TurnSteerResponse },
   "model/list": { params: S.ModelListParams, result: S.ModelListResponse },
+  "command/exec": { params: X.CommandExecParams, result: X.CommandExecResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;
@@ -45,11 +49,19 @@ export const serverNotifications = {
   "item/agentMessage/delta": N.AgentMessageDeltaNotification,
   "item/reasoning/summaryTextDelta": N.ReasoningSummaryTextDeltaNotification,
   "item/reasoning/textDelta": N.ReasoningTextDeltaNotification,
+  "item/commandExecution/outputDelta": X.CommandExecutionOutputDeltaNotification,
+  "turn/diff/updated": X.TurnDiffUpdatedNotification,
+  "turn/plan/updated": X.TurnPlanUpdatedNotification,
+  "serverRequest/resolved": X.ServerRequestResolvedNotification,
   error: N.ErrorNotification,
 } as const;
 export type ServerNotificationMethod = keyof typeof serverNotifications;
 /** Notification params without `seq`: the runtime assigns it when the event is recorded. */
 export type NotificationBody<M extends ServerNotificationMethod> = Omit<z.input<(typeof serverNotifications)[M]>, "seq">;
 
-/** Server → client requests (grows with approvals and dynamic tools). */
-export const serverRequests = {} as const;
+/** Server → client requests. */
+export const serverRequests = {
+  "item/commandExecution/requestApproval": { params: X.CommandExecutionRequestApprovalParams, result: X.CommandExecutionRequestApprovalResponse },
+  "item/fileChange/requestApproval": { params: X.FileChangeRequestApprovalParams, result: X.FileChangeRequestApprovalResponse },
+  "item/tool/call": { params: X.DynamicToolCallParams, result: X.DynamicToolCallResponse },
+} as const;

@@ -174,3 +174,58 @@ export const ThreadUnsubscribeParams = ThreadIdParams.meta({ id: "ThreadUnsubscr
 export const ThreadUnsubscribeResponse = z
   .object({ status: z.enum(["notLoaded", "notSubscribed", "unsubscribed"]) })
   .meta({ id: "ThreadUnsubscribeResponse" });
+
+/** Settings a resume or fork may change (a settings message is appended when they do). */
+const resumeOverrides = {
+  ...settingsOverrides,
+  serviceTier: z.string().nullable().optional(),
+  sandbox: SandboxMode.nullable().optional(),
+  config: z.record(z.string(), JsonValue).nullable().optional(),
+  baseInstructions: z.string().nullable().optional(),
+  developerInstructions: z.string().nullable().optional(),
+  personality: z.string().nullable().optional(),
+  excludeTurns: z.boolean().optional(),
+};
+
+export const ThreadResumeParams = z
+  .object({
+    threadId: ThreadId,
+    ...resumeOverrides,
+    /** Our extension: replay stored notifications with seq > afterSeq to this connection first. */
+    afterSeq: z.number().int().nonnegative().nullable().optional(),
+  })
+  .meta({ id: "ThreadResumeParams" });
+export type ThreadResumeParams = z.infer<typeof ThreadResumeParams>;
+export const ThreadResumeResponse = z
+  .object({
+    ...threadSettingsResponse,
+    collaborationMode: z.null(),
+    turnsBackwardsCursor: z.string().nullable(),
+    itemsBackwardsCursor: z.string().nullable(),
+  })
+  .meta({ id: "ThreadResumeResponse" });
+
+export const ThreadForkParams = z
+  .object({ threadId: ThreadId, lastTurnId: z.string().nullable().optional(), ephemeral: z.boolean().optional(), ...resumeOverrides })
+  .meta({ id: "ThreadForkParams" });
+export type ThreadForkParams = z.infer<typeof ThreadForkParams>;
+export const ThreadForkResponse = z.object(threadSettingsResponse).meta({ id: "ThreadForkResponse" });
+
+export const ThreadRollbackParams = z
+  .object({ threadId: ThreadId, numTurns: z.number().int().min(1, "numTurns must be at least 1") })
+  .meta({ id: "ThreadRollbackParams" });
+export const ThreadRollbackResponse = z.object({ thread: Thread }).meta({ id: "ThreadRollbackResponse" });
+
+export const ThreadCompactStartParams = ThreadIdParams.meta({ id: "ThreadCompactStartParams" });
+export const ThreadCompactStartResponse = z.object({}).meta({ id: "ThreadCompactStartResponse" });
+
+/** Our extension: pages through a thread's stored event log. */
+export const StoredThreadEvent = z
+  .object({ seq: z.number().int(), method: z.string(), params: z.record(z.string(), JsonValue), emittedAtMs: z.number().int() })
+  .meta({ id: "StoredThreadEvent" });
+export const ThreadEventsListParams = z
+  .object({ threadId: ThreadId, afterSeq: z.number().int().nonnegative().default(0), limit: z.number().int().min(1).max(1000).default(200) })
+  .meta({ id: "ThreadEventsListParams" });
+export const ThreadEventsListResponse = z
+  .object({ data: z.array(StoredThreadEvent), nextAfterSeq: z.number().int().nullable() })
+  .meta({ id: "ThreadEventsListResponse" });

@@ -51,9 +51,9 @@ export class Connection implements Subscriber {
     return this.peer.requestWithId(method, params);
   }
 
-  notify(method: string, params: object): void {
+  notify(method: string, params: object, emittedAtMs?: number): void {
     if (this.optOut.has(method)) return;
-    this.peer.notify(method, params);
+    this.peer.notify(method, params, emittedAtMs);
   }
 
   receive(text: string): void {

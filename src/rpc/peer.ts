@@ -92,9 +92,9 @@ export class RpcPeer {
     return this.open;
   }
 
-  notify(method: string, params: unknown): void {
+  notify(method: string, params: unknown, emittedAtMs = Date.now()): void {
     if (!this.open) return;
-    this.write({ jsonrpc: "2.0", method, params, emittedAtMs: Date.now() });
+    this.write({ jsonrpc: "2.0", method, params, emittedAtMs });
   }
 
   /** A server → client request. Rejects with RpcError on an error reply, timeout or close. */

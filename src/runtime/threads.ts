@@ -20,7 +20,8 @@ import { settingsResponse, threadView } from "./thread-view.js";
 
 export interface Subscriber extends RequestingSubscriber {
   readonly id: number;
-  notify(method: string, params: object): void;
+  /** `emittedAtMs`: when the notification was first emitted (replays keep the original time). */
+  notify(method: string, params: object, emittedAtMs?: number): void;
 }
 
 /** What the turn runner keeps on a loaded thread (see src/runtime/turns.ts). */
@@ -66,6 +67,8 @@ export class LoadedThread {
   turnCount = 0;
   messageCount = 0;
   broker!: ServerRequestBroker;
+  /** Approvals given with `acceptForSession` (kept while the thread is loaded). */
+  readonly sessionApprovals = new Set<string>();
   /** Serialises commits so notifications leave in `seq` order. */
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
@@ -102,6 +105,8 @@ export interface ThreadListResult {
   nextCursor: string | null;
   backwardsCursor: string | null;
 }
+
+const REPLAY_PAGE = 500;
 
 const encodeCursor = (c: ThreadCursor | null) => (c ? Buffer.from(JSON.stringify(c)).toString("base64url") : null);
 
@@ -228,6 +233,29 @@ export class ThreadRuntime {
     if (thread.subscribers.has(subscriber)) return;
     thread.subscribers.add(subscriber);
     thread.broker.subscribed(subscriber);
+  }
+
+  /**
+   * Subscribes a connection (thread/resume), first replaying the stored notifications after
+   * `afterSeq`. It runs as a step of the thread's pipeline: every event committed before it is in
+   * the store (and read here), every event after it is published to the new subscriber — no gap,
+   * no duplicate. `after`: wait for this first (the resume response must go out before the replay).
+   */
+  attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>): Promise<void> {
+    return thread.enqueue(async () => {
+      await after;
+      thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
+      if (afterSeq !== null) {
+        let cursor = afterSeq;
+        for (;;) {
+          const page = await this.store.listEvents(thread.id, cursor, REPLAY_PAGE);
+          for (const e of page) subscriber.notify(e.method, e.params, e.emittedAtMs);
+          if (page.length < REPLAY_PAGE) break;
+          cursor = page[page.length - 1]!.seq;
+        }
+      }
+      this.subscribe(thread, subscriber);
+    });
   }
 
   statusOf(threadId: string): ThreadStatus {

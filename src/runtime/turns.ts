@@ -9,18 +9,23 @@
 import type { TransactionSql } from "postgres";
 import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage, type UserMessage } from "../agent/messages.js";
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
-import { environmentContext, settingsChanged, systemPrompt, toolList, type EnvironmentSettings } from "../agent/prompt.js";
+import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
+import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
 import type { RetryPolicy } from "../agent/retry.js";
 import type { LoopTool } from "../agent/tools.js";
 import type { ThreadStatus, UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnStartParams } from "../protocol/turn.js";
+import type { ThreadResumeParams } from "../protocol/thread.js";
+import { settingsResponse, threadView } from "./thread-view.js";
 import type { ModelRequest, ProviderStreamEvent } from "../providers/types.js";
 import { uuidv7 } from "../ids.js";
 import type { ItemRecord, ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
-import type { ToolContext } from "../tools/context.js";
+import { z } from "zod";
+import type { ApprovalRequest, ToolContext } from "../tools/context.js";
+import { CommandExecutionApprovalDecision, type ApprovalDecision } from "../protocol/tools.js";
 import { dynamicTool } from "../tools/dynamic.js";
 import type { ProviderPool } from "./provider-pool.js";
 import { turnError } from "./turn-errors.js";
@@ -34,7 +39,11 @@ export interface TurnSettings {
   maxOutputTokens?: number;
   /** Shell named in the environment context. */
   shell: string;
+  /** Unanswered approvals are declined after this long (off when unset). */
+  approvalTimeoutMs?: number;
 }
+
+const ApprovalReply = z.object({ decision: CommandExecutionApprovalDecision });
 
 /** Failures a client caused (answered as -32600 by the handlers). */
 export class TurnRequestError extends Error {}
@@ -45,6 +54,8 @@ interface StreamingItem {
   text: string;
   summary: string[];
   startedAtMs: number;
+  /** Already completed on the wire because a later block of the same message started. */
+  done?: boolean;
 }
 
 interface SteerInput {
@@ -59,6 +70,8 @@ class ActiveTurn implements ActiveTurnHandle {
   /** Items of the current model-call attempt, by content-block index. */
   readonly streaming = new Map<number, StreamingItem>();
   nextItemOrdinal = 0;
+  /** Approval requests out right now (the thread shows waitingOnApproval while > 0). */
+  pendingApprovals = 0;
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   finished!: Promise<void>;
@@ -125,14 +138,14 @@ export class TurnRunner {
       this.runtime.subscribe(thread, requester);
       await this.ensureHistory(thread);
       const before = thread.record;
-      const after = this.applyOverrides(before, p);
+      const after = applyOverrides(before, p);
       const userMessage = await toUserMessage(p.input, after.cwd);
 
       const newMessages: Message[] = [];
-      if (thread.messageCount === 0 && thread.history!.length === 0) newMessages.push(environmentContext(this.envOf(after)));
+      if (thread.messageCount === 0 && thread.history!.length === 0) newMessages.push(environmentContext(environmentOf(after, this.settings.shell)));
       else {
-        const changed = this.settingsDiff(before, after);
-        if (changed) newMessages.push(settingsChanged(changed));
+        const changed = settingsMessage(before, after, this.settings.shell);
+        if (changed) newMessages.push(changed);
       }
       newMessages.push(userMessage);
 
@@ -198,7 +211,7 @@ export class TurnRunner {
     }
   }
 
-  private async ensureHistory(thread: LoadedThread): Promise<void> {
+  async ensureHistory(thread: LoadedThread): Promise<void> {
     if (thread.history) return;
     const [history, messageCount, turnCount] = await Promise.all([
       this.turns.modelHistory(thread.id),
@@ -210,38 +223,50 @@ export class TurnRunner {
     thread.turnCount = turnCount;
   }
 
-  private applyOverrides(r: ThreadRecord, p: TurnStartParams): ThreadRecord {
-    const sandbox = p.sandboxPolicy
-      ? p.sandboxPolicy.type === "dangerFullAccess"
-        ? "danger-full-access"
-        : p.sandboxPolicy.type === "readOnly"
-          ? "read-only"
-          : "workspace-write"
-      : r.sandbox;
+  // ---- thread/resume -----------------------------------------------------------------------
+
+  async resume(p: ThreadResumeParams, subscriber: Subscriber, responded: Promise<void>) {
+    const thread = await this.runtime.load(p.threadId);
+    const before = thread.record;
+    const after = applyOverrides(before, p);
+    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox"] as const).some(
+      (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
+    );
+    let message = settingsMessage(before, after, this.settings.shell, p);
+    if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
+    if (recordChanged || message) {
+      await this.ensureHistory(thread);
+      if (thread.messageCount === 0) message = null; // the first turn's environment context will state them
+      const ordinal = thread.messageCount;
+      const now = Date.now();
+      await this.runtime.commit(thread, [], async (tx) => {
+        await this.threads.updateThread(tx, thread.id, {
+          model: after.model,
+          modelProvider: after.modelProvider,
+          reasoningEffort: after.reasoningEffort,
+          cwd: after.cwd,
+          approvalPolicy: after.approvalPolicy,
+          sandbox: after.sandbox,
+          updatedAtMs: now,
+        });
+        if (message) await this.turns.insertModelMessages(tx, thread.id, [{ ordinal, turnId: null, message }]);
+      });
+      thread.record = { ...after, updatedAtMs: now };
+      if (message) {
+        thread.history!.push(message);
+        thread.messageCount++;
+      }
+    }
+    const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
+    void this.runtime
+      .attach(thread, subscriber, p.afterSeq ?? null, responded)
+      .catch((err) => this.log.error({ err, threadId: thread.id }, "could not replay events to a resumed client"));
     return {
-      ...r,
-      model: p.model ?? r.model,
-      modelProvider: p.modelProvider ?? r.modelProvider,
-      reasoningEffort: p.effort ?? r.reasoningEffort,
-      cwd: p.cwd ?? r.cwd,
-      approvalPolicy: p.approvalPolicy ?? r.approvalPolicy,
-      sandbox,
+      ...settingsResponse(threadView(thread.record, thread.status, turns), thread.record),
+      collaborationMode: null,
+      turnsBackwardsCursor: null,
+      itemsBackwardsCursor: null,
     };
-  }
-
-  private envOf(r: ThreadRecord): EnvironmentSettings {
-    const policy = typeof r.approvalPolicy === "string" ? r.approvalPolicy : "granular";
-    return { cwd: r.cwd, approvalPolicy: policy, sandbox: r.sandbox, shell: this.settings.shell };
-  }
-
-  private settingsDiff(before: ThreadRecord, after: ThreadRecord): Partial<EnvironmentSettings> | null {
-    const a = this.envOf(before);
-    const b = this.envOf(after);
-    const changed: Partial<EnvironmentSettings> = {};
-    if (a.cwd !== b.cwd) changed.cwd = b.cwd;
-    if (a.approvalPolicy !== b.approvalPolicy) changed.approvalPolicy = b.approvalPolicy;
-    if (a.sandbox !== b.sandbox) changed.sandbox = b.sandbox;
-    return Object.keys(changed).length ? changed : null;
   }
 
   // ---- running -----------------------------------------------------------------------------
@@ -291,15 +316,63 @@ export class TurnRunner {
   }
 
   private toolContext(thread: LoadedThread, turn: ActiveTurn): ToolContext {
+    const base = { threadId: thread.id, turnId: turn.id };
     return {
-      threadId: thread.id,
-      turnId: turn.id,
+      ...base,
       cwd: thread.record.cwd,
+      sandbox: thread.record.sandbox,
+      approvalPolicy: thread.record.approvalPolicy,
+      sessionApprovals: thread.sessionApprovals,
       newItemId: () => uuidv7(),
       startItem: (item) => this.recordItemStarted(thread, turn, item),
       completeItem: (item) => this.recordItemCompleted(thread, turn, [item]),
+      outputDelta: (itemId, delta) => this.runtime.publishLive(thread, "item/commandExecution/outputDelta", { ...base, itemId, delta }),
+      diffUpdated: async (diff) => {
+        await this.runtime.commit(thread, [{ method: "turn/diff/updated", params: { ...base, diff } }]);
+      },
+      planUpdated: async (explanation, plan) => {
+        await this.runtime.commit(thread, [{ method: "turn/plan/updated", params: { ...base, explanation, plan } }]);
+      },
+      requestApproval: (request, signal) => this.requestApproval(thread, turn, request, signal),
       askClients: (method, params, signal) => thread.broker.ask(method, params, thread.subscribers, signal),
     };
+  }
+
+  /**
+   * One approval round trip: the thread shows `waitingOnApproval` while the request is out; the
+   * first valid answer wins (broker); anything unusable counts as `decline`, an interrupt as `cancel`.
+   */
+  private async requestApproval(thread: LoadedThread, turn: ActiveTurn, request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision> {
+    const method = request.kind === "command" ? "item/commandExecution/requestApproval" : "item/fileChange/requestApproval";
+    const params = {
+      threadId: thread.id,
+      turnId: turn.id,
+      ...request.params,
+      ...(request.kind === "command" ? { availableDecisions: ["accept", "acceptForSession", "decline", "cancel"] } : {}),
+    };
+    turn.pendingApprovals++;
+    if (turn.pendingApprovals === 1) await this.runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] });
+    const timeout = this.settings.approvalTimeoutMs;
+    const waitSignal = timeout ? AbortSignal.any([signal, AbortSignal.timeout(timeout)]) : signal;
+    let decision: ApprovalDecision;
+    try {
+      const reply = await thread.broker.ask(method, params, thread.subscribers, waitSignal);
+      if (reply === null) decision = signal.aborted ? "cancel" : "decline";
+      else if (reply.error) {
+        this.log.warn({ threadId: thread.id, itemId: request.params.itemId, error: reply.error.message }, "approval answered with an error; treating it as decline");
+        decision = "decline";
+      } else {
+        const parsed = ApprovalReply.safeParse(reply.result);
+        if (!parsed.success) this.log.warn({ threadId: thread.id, itemId: request.params.itemId }, "approval answered with an unknown decision; treating it as decline");
+        decision = parsed.success ? parsed.data.decision : "decline";
+      }
+    } finally {
+      turn.pendingApprovals--;
+    }
+    if (turn.pendingApprovals === 0 && thread.activeTurn === turn && !signal.aborted) {
+      await this.runtime.setStatus(thread, { type: "active", activeFlags: [] });
+    }
+    return decision;
   }
 
   private takeSteering(turn: ActiveTurn): UserMessage[] {
@@ -353,6 +426,7 @@ export class TurnRunner {
   }
 
   private async onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> {
+    await this.completeEarlierBlocks(thread, turn, ev.index);
     if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return; // tool items appear when tools run
     const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
     let item = turn.streaming.get(ev.index);
@@ -382,13 +456,27 @@ export class TurnRunner {
       : { type: "reasoning", id: item.id, summary: item.summary, content: item.text ? [item.text] : [], ...times };
   }
 
+  /**
+   * Blocks of one assistant message stream one after another in all three providers, so a delta
+   * for block `index` means every earlier block is finished. Completing them now gives Codex's
+   * wire order (reasoning started → deltas → reasoning completed → agentMessage started …)
+   * instead of holding every item/completed until the whole message has streamed.
+   */
+  private async completeEarlierBlocks(thread: LoadedThread, turn: ActiveTurn, index: number): Promise<void> {
+    const finished = [...turn.streaming].filter(([i, item]) => i < index && !item.done).map(([, item]) => item);
+    if (finished.length === 0) return;
+    const now = Date.now();
+    for (const item of finished) item.done = true;
+    await this.recordItemCompleted(thread, turn, finished.map((item) => this.streamingPayload(item, now)));
+  }
+
   /** A failed or interrupted attempt: its items end with what had arrived. */
   private async closeStreamingItems(thread: LoadedThread, turn: ActiveTurn): Promise<void> {
     if (turn.streaming.size === 0) return;
     const now = Date.now();
-    const items = [...turn.streaming.values()].map((i) => this.streamingPayload(i, now));
+    const items = [...turn.streaming.values()].filter((i) => !i.done).map((i) => this.streamingPayload(i, now));
     turn.streaming.clear();
-    await this.recordItemCompleted(thread, turn, items);
+    if (items.length > 0) await this.recordItemCompleted(thread, turn, items);
   }
 
   private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
@@ -398,6 +486,7 @@ export class TurnRunner {
     message.content.forEach((block, index) => {
       if (block.type === "toolCall") return;
       const streamed = turn.streaming.get(index);
+      if (streamed?.done) return; // completed on the wire when the next block started
       const kind = block.type === "text" ? "agentMessage" : "reasoning";
       if (!streamed && block.type === "text" && block.text === "") return;
       if (!streamed && block.type === "reasoning" && !block.text && block.summary.every((s) => !s)) return;

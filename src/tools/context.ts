@@ -1,21 +1,50 @@
 /**
  * What a tool may do besides computing its result: record and announce its item, stream output,
- * and ask the thread's clients something (a dynamic tool call, an approval). The turn runner
- * implements it; tools never see JSON-RPC or SQL.
+ * report the turn's diff and plan, and ask the thread's clients something (a dynamic tool call,
+ * an approval). The turn runner implements it; tools never see JSON-RPC or SQL.
  */
+import type { AskForApproval, SandboxMode } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
+import type { ApprovalDecision, CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams } from "../protocol/tools.js";
 import type { ClientReply } from "../runtime/server-requests.js";
+
+export type PlanStepStatus = "pending" | "inProgress" | "completed";
+
+/** An approval question; the runtime adds threadId and turnId. */
+export type ApprovalRequest =
+  | { kind: "command"; params: Omit<CommandExecutionRequestApprovalParams, "threadId" | "turnId"> }
+  | { kind: "fileChange"; params: Omit<FileChangeRequestApprovalParams, "threadId" | "turnId"> };
 
 export interface ToolContext {
   readonly threadId: string;
   readonly turnId: string;
+  /** The thread's working directory (absolute). */
   readonly cwd: string;
+  readonly sandbox: SandboxMode;
+  readonly approvalPolicy: AskForApproval;
+  /**
+   * Keys approved with `acceptForSession` in this thread (e.g. `command:<text>`, `file:<path>`):
+   * tools add to it and consult it so the user is not asked twice.
+   */
+  readonly sessionApprovals: Set<string>;
   /** A fresh item id (allocated before the tool acts, DESIGN.md §4). */
   newItemId(): string;
   /** Records the item as started, then announces `item/started`. */
   startItem(item: ThreadItem): Promise<void>;
   /** Records the item's final state, then announces `item/completed`. */
   completeItem(item: ThreadItem): Promise<void>;
+  /** Streams a chunk of a running command's output (`item/commandExecution/outputDelta`, not stored). */
+  outputDelta(itemId: string, delta: string): void;
+  /** The turn's aggregated unified diff changed (`turn/diff/updated`). */
+  diffUpdated(diff: string): Promise<void>;
+  /** The plan changed (`turn/plan/updated`). */
+  planUpdated(explanation: string | null, plan: Array<{ step: string; status: PlanStepStatus }>): Promise<void>;
+  /**
+   * Asks the user: the thread shows `waitingOnApproval` while every subscribed client gets the
+   * request; the first valid answer wins. An error reply or an unknown decision counts as
+   * `decline`; an interrupted turn answers `cancel`.
+   */
+  requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision>;
   /** Sends a server request to the thread's clients; null when the turn was interrupted first. */
   askClients(method: string, params: object, signal: AbortSignal): Promise<ClientReply | null>;
 }

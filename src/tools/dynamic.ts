@@ -3,20 +3,11 @@
  * `dynamicToolCall` item and an `item/tool/call` server request; the client's
  * `{contentItems, success}` is the tool result.
  */
-import { z } from "zod";
 import type { ToolCallBlock } from "../agent/messages.js";
 import type { LoopTool, ToolOutcome } from "../agent/tools.js";
-import { DynamicToolCallOutputContentItem } from "../protocol/items.js";
 import type { DynamicToolSpec } from "../protocol/thread.js";
+import { DynamicToolCallResponse } from "../protocol/tools.js";
 import type { ToolContext } from "./context.js";
-
-export const DynamicToolCallResponse = z
-  .object({ contentItems: z.array(DynamicToolCallOutputContentItem), success: z.boolean() })
-  .meta({ id: "DynamicToolCallResponse" });
-
-export const DynamicToolCallParams = z
-  .object({ threadId: z.string(), turnId: z.string(), callId: z.string(), tool: z.string(), arguments: z.unknown() })
-  .meta({ id: "DynamicToolCallParams" });
 
 export function dynamicTool(spec: DynamicToolSpec, ctx: ToolContext): LoopTool {
   return {
@@ -39,7 +30,7 @@ export function dynamicTool(spec: DynamicToolSpec, ctx: ToolContext): LoopTool {
       };
       if (typeof args !== "object" || args === null || Array.isArray(args)) return fail(`Invalid arguments for ${spec.name}: expected a JSON object.`);
 
-      const reply = await ctx.askClients("item/tool/call", { threadId: ctx.threadId, turnId: ctx.turnId, callId: call.id, tool: spec.name, arguments: args }, signal);
+      const reply = await ctx.askClients("item/tool/call", { threadId: ctx.threadId, turnId: ctx.turnId, callId: call.id, namespace: null, tool: spec.name, arguments: args }, signal);
       if (reply === null) return fail("The tool call was cancelled: the turn was interrupted.");
       if (reply.error) return fail(`The client failed to run ${spec.name}: ${reply.error.message}`);
       const parsed = DynamicToolCallResponse.safeParse(reply.result);

@@ -28,9 +28,19 @@ export interface WebSocketTransport {
 
 export async function startWebSocketTransport(opts: WebSocketTransportOptions): Promise<WebSocketTransport> {
   // Per-request logs would be noise (one WebSocket upgrade per client); warnings and errors stay.
-  const app = Fastify({ loggerInstance: opts.log.child({ component: "http" }, { level: "warn" }) });
+  // Raise the level to warn, never lower it below the configured one (e.g. silent).
+  const httpLevel = opts.log.levelVal > opts.log.levels.values.warn! ? opts.log.level : "warn";
+  const app = Fastify({ loggerInstance: opts.log.child({ component: "http" }, { level: httpLevel }) });
   const sockets = new Set<WebSocket>();
-  await app.register(websocket, { options: { maxPayload: opts.maxFrameBytes } });
+  await app.register(websocket, {
+    options: { maxPayload: opts.maxFrameBytes },
+    // A client's protocol error (oversized frame → 1009, invalid UTF-8 → 1007, abrupt reset) is
+    // not a server error: ws has already sent the close code; log it briefly and drop the socket.
+    errorHandler: (err, socket) => {
+      opts.log.warn({ component: "ws", code: (err as NodeJS.ErrnoException).code, error: err.message }, "closed a websocket after a protocol error");
+      socket.terminate();
+    },
+  });
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {

@@ -1,6 +1,7 @@
 /** thread/* request handlers: thin, they validate (via Connection.handle) and call the runtime. */
 import type { AppContext } from "../../app-context.js";
 import { decodeCursor, ThreadNotFoundError } from "../../runtime/threads.js";
+import { TurnRequestError } from "../../runtime/turns.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
 
@@ -67,6 +68,25 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     const more = from + limit < ids.length;
     return { data, nextCursor: more ? data[data.length - 1]! : null };
   });
+
+  conn.handle("thread/resume", (p, { connection, responded }) =>
+    withThread(async () => {
+      try {
+        return await app.turns.resume(p, connection, responded);
+      } catch (err) {
+        if (err instanceof TurnRequestError) throw invalidRequest(err.message);
+        throw err;
+      }
+    }),
+  );
+
+  conn.handle("thread/events/list", (p) =>
+    withThread(async () => {
+      await runtime.getRecord(p.threadId);
+      const data = await runtime.store.listEvents(p.threadId, p.afterSeq, p.limit);
+      return { data, nextAfterSeq: data.length === p.limit ? data[data.length - 1]!.seq : null };
+    }),
+  );
 
   conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
 }
