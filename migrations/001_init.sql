@@ -48,8 +48,6 @@ create table turns (
   client_user_message_id text,
   started_at_ms          bigint not null,
   completed_at_ms        bigint,
-  -- Set by thread/rollback: the turn stays stored and readable but leaves the model context.
-  rolled_back            boolean not null default false,
   unique (thread_id, ordinal)
 );
 create unique index turns_client_message on turns (thread_id, client_user_message_id) where client_user_message_id is not null;
@@ -69,11 +67,16 @@ create table items (
 
 -- Exactly what the model saw: internal messages (with provider ids and reasoning signatures),
 -- so a resumed thread sends the same bytes as a process that never stopped (DESIGN.md §6).
+-- Append-only. Rollback and compaction are markers in this log, never deletes or rewrites: the
+-- model context is computed by replaying it (src/runtime/history.ts), and a fork reads its
+-- parent's log up to the fork point, so later changes to the parent never reach the fork.
 create table model_messages (
-  thread_id  text not null references threads (id) on delete cascade,
-  ordinal    integer not null,            -- position in the thread's own history
-  turn_id    text references turns (id) on delete cascade,
-  message    jsonb not null,
+  thread_id    text not null references threads (id) on delete cascade,
+  ordinal      integer not null,          -- position in the thread's own log
+  turn_id      text references turns (id) on delete cascade,
+  turn_ordinal integer,                   -- the turn the message belongs to (null: thread-level settings)
+  kind         text not null default 'message',  -- message | rollback | compaction
+  message      jsonb not null,            -- a Message, or the marker's payload
   primary key (thread_id, ordinal)
 );
 

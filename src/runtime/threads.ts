@@ -14,6 +14,7 @@ import { uuidv7 } from "../ids.js";
 import type { StoredEvent, ThreadRecord } from "../store/records.js";
 import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
 import type { Message } from "../agent/messages.js";
+import type { HistoryEntry } from "./history.js";
 import { SeqCounter } from "./seq.js";
 import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
 import { settingsResponse, threadView } from "./thread-view.js";
@@ -61,7 +62,8 @@ export class LoadedThread {
   status: ThreadStatus;
   /** The running turn, if any (one per thread). */
   activeTurn: ActiveTurnHandle | null = null;
-  /** The model-level history, loaded on the first turn and appended as the thread runs. */
+  /** The history log (with ancestry) and the model context it replays to; loaded on first use. */
+  entries: HistoryEntry[] | null = null;
   history: Message[] | null = null;
   /** Next turn ordinal and next model-message ordinal (valid once `history` is loaded). */
   turnCount = 0;
@@ -297,6 +299,7 @@ export class ThreadRuntime {
     };
     const thread = this.track(new LoadedThread(record, new SeqCounter(0)));
     thread.history = [];
+    thread.entries = [];
     this.subscribe(thread, subscriber);
     const view = threadView(record, thread.status);
     this.loaded.set(id, thread);

@@ -11,6 +11,7 @@ import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage, 
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
+import { modelContext, type HistoryEntry } from "./history.js";
 import type { RetryPolicy } from "../agent/retry.js";
 import type { LoopTool } from "../agent/tools.js";
 import type { ThreadStatus, UserInput } from "../protocol/common.js";
@@ -70,16 +71,33 @@ class ActiveTurn implements ActiveTurnHandle {
   /** Items of the current model-call attempt, by content-block index. */
   readonly streaming = new Map<number, StreamingItem>();
   nextItemOrdinal = 0;
+  /** The turn's position in its thread (set when it is recorded). */
+  ordinal = 0;
   /** Approval requests out right now (the thread shows waitingOnApproval while > 0). */
   pendingApprovals = 0;
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   finished!: Promise<void>;
+  private resolveRecorded!: (view: Turn) => void;
+  private rejectRecorded!: (err: unknown) => void;
+  /** Settles when turn/start has recorded this turn (or failed to): a duplicate turn/start waits on it. */
+  readonly recorded = new Promise<Turn>((resolve, reject) => {
+    this.resolveRecorded = resolve;
+    this.rejectRecorded = reject;
+  });
   constructor(
     readonly id: string,
     readonly startedAtMs: number,
     readonly clientUserMessageId: string | null,
-  ) {}
+  ) {
+    this.recorded.catch(() => {}); // nobody may be waiting
+  }
+  recordedAs(view: Turn): void {
+    this.resolveRecorded(view);
+  }
+  notRecorded(err: unknown): void {
+    this.rejectRecorded(err);
+  }
 }
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
@@ -130,7 +148,16 @@ export class TurnRunner {
         return { turn: turnView(same, null) };
       }
     }
-    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const running = thread.activeTurn;
+    if (running instanceof ActiveTurn && p.clientUserMessageId && running.clientUserMessageId === p.clientUserMessageId) {
+      // The same message again while the first turn/start is still recording it (a client
+      // retrying over a flaky link): the lookup above could not see it yet. Answer with that
+      // turn once it is recorded (or with the first call's error), not with "a turn is running".
+      const view = await running.recorded;
+      this.runtime.subscribe(thread, requester);
+      return { turn: view };
+    }
+    if (running) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${running.id})`);
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, p.clientUserMessageId ?? null);
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
@@ -141,13 +168,13 @@ export class TurnRunner {
       const after = applyOverrides(before, p);
       const userMessage = await toUserMessage(p.input, after.cwd);
 
-      const newMessages: Message[] = [];
-      if (thread.messageCount === 0 && thread.history!.length === 0) newMessages.push(environmentContext(environmentOf(after, this.settings.shell)));
+      const newEntries: HistoryEntry[] = [];
+      if (thread.entries!.length === 0) newEntries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(after, this.settings.shell)) });
       else {
         const changed = settingsMessage(before, after, this.settings.shell);
-        if (changed) newMessages.push(changed);
+        if (changed) newEntries.push({ kind: "message", turnOrdinal: null, message: changed });
       }
-      newMessages.push(userMessage);
+      newEntries.push({ kind: "message", turnOrdinal: thread.turnCount, message: userMessage });
 
       const userItem: ThreadItem = { type: "userMessage", id: uuidv7(), clientId: p.clientUserMessageId ?? null, content: p.input, startedAtMs: now, completedAtMs: now };
       const turnRecord: TurnRecord = {
@@ -160,12 +187,12 @@ export class TurnRunner {
         clientUserMessageId: turn.clientUserMessageId,
         startedAtMs: now,
         completedAtMs: null,
-        rolledBack: false,
       };
       const view = turnView(turnRecord, null);
       const active: ThreadStatus = { type: "active", activeFlags: [] };
       const preview = before.preview || previewOf(p.input);
-      const firstOrdinal = thread.messageCount;
+      turn.ordinal = turnRecord.ordinal;
+      const writeHistory = this.stage(thread, turn.id, newEntries);
       const updated: ThreadRecord = { ...after, preview, systemError: false, updatedAtMs: now };
 
       await this.runtime.commit(
@@ -190,37 +217,50 @@ export class TurnRunner {
           });
           await this.turns.insertTurn(tx, turnRecord);
           await this.insertItem(tx, thread, turn, userItem, "completed", now);
-          await this.turns.insertModelMessages(
-            tx,
-            thread.id,
-            newMessages.map((message, i) => ({ ordinal: firstOrdinal + i, turnId: turn.id, message })),
-          );
+          await writeHistory(tx);
         },
         { after: responded },
       );
       thread.record = updated;
       thread.status = active;
       thread.turnCount++;
-      thread.messageCount += newMessages.length;
-      thread.history!.push(...newMessages);
       turn.finished = this.run(thread, turn);
+      turn.recordedAs(view);
       return { turn: view };
     } catch (err) {
       thread.activeTurn = null;
+      thread.history = null; // staged entries may not have been stored: reload on next use
+      turn.notRecorded(err);
       throw err;
     }
   }
 
+  /**
+   * Appends entries to the thread's in-memory log and context now (ordinals are claimed
+   * synchronously) and returns the write that stores them, for the caller's transaction.
+   */
+  private stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: TransactionSql) => Promise<void> {
+    const first = thread.messageCount;
+    thread.messageCount += entries.length;
+    thread.entries!.push(...entries);
+    if (entries.every((e) => e.kind === "message")) {
+      for (const e of entries) thread.history!.push((e as Extract<HistoryEntry, { kind: "message" }>).message);
+    } else thread.history = modelContext(thread.entries!);
+    return (tx) => this.turns.appendHistory(tx, thread.id, entries.map((entry, i) => ({ ordinal: first + i, turnId, entry })));
+  }
+
   async ensureHistory(thread: LoadedThread): Promise<void> {
-    if (thread.history) return;
-    const [history, messageCount, turnCount] = await Promise.all([
-      this.turns.modelHistory(thread.id),
+    if (thread.history && thread.entries) return;
+    const [entries, messageCount, ownTurns] = await Promise.all([
+      this.turns.historyEntries(thread.id),
       this.turns.countModelMessages(thread.id),
       this.turns.countTurns(thread.id),
     ]);
-    thread.history = history;
+    thread.entries = entries;
+    thread.history = modelContext(entries);
     thread.messageCount = messageCount;
-    thread.turnCount = turnCount;
+    // A fork's own turns are numbered after the parent turns it inherited.
+    thread.turnCount = (thread.record.forkTurnCount ?? 0) + ownTurns;
   }
 
   // ---- thread/resume -----------------------------------------------------------------------
@@ -236,8 +276,8 @@ export class TurnRunner {
     if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
     if (recordChanged || message) {
       await this.ensureHistory(thread);
-      if (thread.messageCount === 0) message = null; // the first turn's environment context will state them
-      const ordinal = thread.messageCount;
+      if (thread.entries!.length === 0) message = null; // the first turn's environment context will state them
+      const writeHistory = message ? this.stage(thread, null, [{ kind: "message", turnOrdinal: null, message }]) : null;
       const now = Date.now();
       await this.runtime.commit(thread, [], async (tx) => {
         await this.threads.updateThread(tx, thread.id, {
@@ -249,13 +289,9 @@ export class TurnRunner {
           sandbox: after.sandbox,
           updatedAtMs: now,
         });
-        if (message) await this.turns.insertModelMessages(tx, thread.id, [{ ordinal, turnId: null, message }]);
+        if (writeHistory) await writeHistory(tx);
       });
       thread.record = { ...after, updatedAtMs: now };
-      if (message) {
-        thread.history!.push(message);
-        thread.messageCount++;
-      }
     }
     const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
     void this.runtime
@@ -417,12 +453,8 @@ export class TurnRunner {
   }
 
   private async appendHistory(thread: LoadedThread, turn: ActiveTurn, messages: Message[]): Promise<void> {
-    const first = thread.messageCount;
-    thread.messageCount += messages.length;
-    thread.history!.push(...messages);
-    await this.runtime.commit(thread, [], (tx) =>
-      this.turns.insertModelMessages(tx, thread.id, messages.map((message, i) => ({ ordinal: first + i, turnId: turn.id, message }))),
-    );
+    const write = this.stage(thread, turn.id, messages.map((message) => ({ kind: "message" as const, turnOrdinal: turn.ordinal, message })));
+    await this.runtime.commit(thread, [], write);
   }
 
   private async onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> {
@@ -511,8 +543,7 @@ export class TurnRunner {
       outputTokens: u.outputTokens,
       reasoningOutputTokens: u.reasoningOutputTokens,
     });
-    const ordinal = thread.messageCount++;
-    thread.history!.push(message);
+    const writeHistory = this.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]);
     const cacheHit = usage.inputTokens > 0 ? usage.cachedInputTokens / usage.inputTokens : 0;
     this.log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
 
@@ -528,7 +559,7 @@ export class TurnRunner {
     await this.runtime.commit(thread, events, async (tx) => {
       for (const r of records) await this.writeItem(tx, thread, turn, r.item, r.ordinal, "inProgress", now);
       for (const item of completed) await this.turns.completeItem(tx, item.id, item, "completed", now);
-      await this.turns.insertModelMessages(tx, thread.id, [{ ordinal, turnId: turn.id, message }]);
+      await writeHistory(tx);
       await this.threads.updateThread(tx, thread.id, { tokenUsage: total, updatedAtMs: now });
     });
   }
@@ -599,7 +630,6 @@ export class TurnRunner {
       clientUserMessageId: turn.clientUserMessageId,
       startedAtMs: turn.startedAtMs,
       completedAtMs: now,
-      rolledBack: false,
     };
     const threadStatus: ThreadStatus = status === "failed" ? { type: "systemError" } : { type: "idle" };
     const events: ThreadEvent[] = [];

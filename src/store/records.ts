@@ -3,7 +3,7 @@ import type { AskForApproval, SandboxMode } from "../protocol/common.js";
 import type { DynamicToolSpec, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnError } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
-import type { Message, Usage } from "../agent/messages.js";
+import type { Usage } from "../agent/messages.js";
 
 export interface ThreadRecord {
   id: string;
@@ -57,7 +57,6 @@ export interface TurnRecord {
   clientUserMessageId: string | null;
   startedAtMs: number;
   completedAtMs: number | null;
-  rolledBack: boolean;
 }
 
 export interface ItemRecord {
@@ -70,10 +69,4 @@ export interface ItemRecord {
   payload: ThreadItem;
   startedAtMs: number;
   completedAtMs: number | null;
-}
-
-export interface ModelMessageRecord {
-  ordinal: number;
-  turnId: string | null;
-  message: Message;
 }

@@ -2,7 +2,8 @@
 import type { JSONValue, Sql } from "postgres";
 import type { Message } from "../agent/messages.js";
 import type { ThreadItem } from "../protocol/items.js";
-import type { ItemRecord, ModelMessageRecord, TurnRecord } from "./records.js";
+import type { HistoryEntry } from "../runtime/history.js";
+import type { ItemRecord, TurnRecord } from "./records.js";
 import type { Queryable } from "./thread-store.js";
 
 const json = (q: Queryable, v: unknown) => q.json(v as JSONValue);
@@ -49,21 +50,60 @@ export class TurnStore {
     await q`update items set payload = ${json(q, payload)}, status = ${status}, completed_at_ms = ${completedAtMs} where id = ${id}`;
   }
 
-  async insertModelMessages(q: Queryable, threadId: string, rows: ModelMessageRecord[]): Promise<void> {
+  /** Appends entries to a thread's own history log (`ordinal` = position in that log). */
+  async appendHistory(q: Queryable, threadId: string, rows: Array<{ ordinal: number; turnId: string | null; entry: HistoryEntry }>): Promise<void> {
     if (rows.length === 0) return;
     await q`insert into model_messages ${q(
-      rows.map((r) => ({ thread_id: threadId, ordinal: r.ordinal, turn_id: r.turnId, message: json(q, r.message) })) as never[],
+      rows.map(({ ordinal, turnId, entry }) => ({
+        thread_id: threadId,
+        ordinal,
+        turn_id: turnId,
+        turn_ordinal: entry.kind === "message" ? entry.turnOrdinal : null,
+        kind: entry.kind,
+        message: json(q, entry.kind === "message" ? entry.message : entry),
+      })) as never[],
     )}`;
   }
 
-  /** The thread's own model history in order (forks add their ancestry in the runtime). */
-  async modelHistory(threadId: string): Promise<Message[]> {
-    const rows = await this.sql<{ message: Message }[]>`
-      select m.message from model_messages m
-      left join turns t on t.id = m.turn_id
-      where m.thread_id = ${threadId} and coalesce(t.rolled_back, false) = false
-      order by m.ordinal`;
-    return rows.map((r) => r.message);
+  /**
+   * The thread's whole history log: its ancestors' logs up to each fork point, then its own.
+   * Walking the ancestry is how a fork reads history it never copied (DESIGN.md §6).
+   */
+  async historyEntries(threadId: string): Promise<HistoryEntry[]> {
+    const chain = await this.ancestry(threadId);
+    const out: HistoryEntry[] = [];
+    for (const { id, limit } of chain) {
+      const rows = await this.sql<{ kind: HistoryEntry["kind"]; turnOrdinal: number | null; message: Message & HistoryEntry }[]>`
+        select kind, turn_ordinal, message from model_messages
+        where thread_id = ${id} ${limit === null ? this.sql`` : this.sql`and ordinal < ${limit}`}
+        order by ordinal`;
+      for (const r of rows) out.push(r.kind === "message" ? { kind: "message", turnOrdinal: r.turnOrdinal, message: r.message } : (r.message as HistoryEntry));
+    }
+    return out;
+  }
+
+  /**
+   * The thread and its ancestors, oldest first, each with how much of its own log and turns the
+   * next one down the chain sees (null: all of it, for the thread itself).
+   */
+  async ancestry(threadId: string): Promise<Array<{ id: string; limit: number | null; turnLimit: number | null; forkedAtMs: number | null }>> {
+    const chain: Array<{ id: string; limit: number | null; turnLimit: number | null; forkedAtMs: number | null }> = [];
+    let id: string | null = threadId;
+    let limit: number | null = null;
+    let turnLimit: number | null = null;
+    let forkedAtMs: number | null = null;
+    while (id) {
+      const rows: Array<{ forkedFromId: string | null; forkMessageCount: number | null; forkTurnCount: number | null; createdAtMs: number }> = await this
+        .sql`select forked_from_id, fork_message_count, fork_turn_count, created_at_ms from threads where id = ${id}`;
+      const row = rows[0];
+      if (!row) break;
+      chain.unshift({ id, limit, turnLimit, forkedAtMs });
+      limit = row.forkMessageCount;
+      turnLimit = row.forkTurnCount;
+      forkedAtMs = row.createdAtMs;
+      id = row.forkedFromId;
+    }
+    return chain;
   }
 
   async countModelMessages(threadId: string): Promise<number> {
@@ -71,9 +111,28 @@ export class TurnStore {
     return row!.n;
   }
 
+  /**
+   * Turns and items as a client sees the thread: its ancestors' turns up to each fork point
+   * (items that started before the fork; a turn still running then shows as interrupted), then
+   * its own.
+   */
   async turnsWithItems(threadId: string): Promise<{ turns: TurnRecord[]; items: ItemRecord[] }> {
-    const turns = await this.sql<TurnRecord[]>`select * from turns where thread_id = ${threadId} order by ordinal`;
-    const items = await this.sql<ItemRecord[]>`select * from items where thread_id = ${threadId} order by turn_id, ordinal`;
+    const turns: TurnRecord[] = [];
+    const items: ItemRecord[] = [];
+    for (const { id, turnLimit, forkedAtMs } of await this.ancestry(threadId)) {
+      const own = await this.sql<TurnRecord[]>`
+        select * from turns where thread_id = ${id} ${turnLimit === null ? this.sql`` : this.sql`and ordinal < ${turnLimit}`} order by ordinal`;
+      const ownItems = await this.sql<ItemRecord[]>`
+        select * from items where thread_id = ${id}
+          ${forkedAtMs === null ? this.sql`` : this.sql`and started_at_ms <= ${forkedAtMs}`}
+        order by turn_id, ordinal`;
+      for (const t of own) {
+        if (forkedAtMs !== null && (t.completedAtMs === null || t.completedAtMs > forkedAtMs)) {
+          turns.push({ ...t, status: "interrupted", stopReason: "interrupted", completedAtMs: forkedAtMs });
+        } else turns.push(t);
+      }
+      items.push(...ownItems);
+    }
     return { turns, items };
   }
 }
