@@ -97,7 +97,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       app!.runtime.disconnect(conn);
     });
     void closeSocket;
-    return { receive: (text: string) => conn.receive(text), closed: () => conn.close() };
+    return { receive: (text: string) => conn.receive(text), closed: () => conn.close(), drain: () => conn.peer.drain() };
   };
 
   const ws =
@@ -140,6 +140,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   );
   const knownProviders = Object.keys(DEFAULT_MODELS);
   const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
+  const contextWindow = Number(process.env.APP_SERVER_CONTEXT_WINDOW ?? 0);
+  const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
   const turns = new TurnRunner(
     runtime,
     new TurnStore(db.sql),
@@ -149,6 +151,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       retry: DEFAULT_RETRY,
       maxParallelTools: 4,
       shell: "bash",
+      ...(Number.isSafeInteger(contextWindow) && contextWindow > 0 ? { contextWindow } : {}),
+      autoCompactShare: autoCompactShare > 0 && autoCompactShare <= 1 ? autoCompactShare : 0.8,
       ...opts.turns,
     },
     log.child({ component: "turns" }),

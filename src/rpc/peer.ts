@@ -64,6 +64,8 @@ export class RpcPeer {
   private readonly notificationHandlers = new Map<string, NotificationHandler>();
   private gate: RequestGate = () => null;
   private open = true;
+  /** Messages received whose handling (and response, if any) has not finished yet. */
+  private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly sendText: SendText,
@@ -146,14 +148,30 @@ export class RpcPeer {
       return;
     }
     if (Array.isArray(msg)) {
-      void this.receiveBatch(msg);
+      this.track(this.receiveBatch(msg));
       return;
     }
     const responded = deferred();
-    void this.receiveOne(msg, responded.promise).then((res) => {
-      if (res) this.write(res);
-      responded.resolve();
-    });
+    this.track(
+      this.receiveOne(msg, responded.promise).then((res) => {
+        if (res) this.write(res);
+        responded.resolve();
+      }),
+    );
+  }
+
+  private track(handling: Promise<void>): void {
+    const done = handling.catch((err) => this.log.error({ err }, "message handling failed"));
+    this.inFlight.add(done);
+    void done.finally(() => this.inFlight.delete(done));
+  }
+
+  /**
+   * Resolves once every request received so far has been answered (stdio: the client closed
+   * stdin after writing its last requests; their answers must still go out before we exit).
+   */
+  async drain(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
   private async receiveBatch(batch: unknown[]): Promise<void> {

@@ -68,6 +68,8 @@ export class LoadedThread {
   /** Next turn ordinal and next model-message ordinal (valid once `history` is loaded). */
   turnCount = 0;
   messageCount = 0;
+  /** Input tokens of the last model call (for auto-compaction). */
+  lastInputTokens = 0;
   broker!: ServerRequestBroker;
   /** Approvals given with `acceptForSession` (kept while the thread is loaded). */
   readonly sessionApprovals = new Set<string>();
@@ -297,21 +299,41 @@ export class ThreadRuntime {
       createdAtMs: now,
       updatedAtMs: now,
     };
+    return this.createThread(record, subscriber, { responded });
+  }
+
+  /**
+   * Records a new thread (and `write`, e.g. a fork's first history entries) with its
+   * `thread/started` event, subscribes `subscriber`, and answers with the settings response.
+   */
+  async createThread(
+    record: ThreadRecord,
+    subscriber: Subscriber,
+    opts: { responded?: Promise<void>; write?: (tx: TransactionSql) => Promise<void>; turns?: Turn[] } = {},
+  ): Promise<ThreadStartResponse> {
     const thread = this.track(new LoadedThread(record, new SeqCounter(0)));
-    thread.history = [];
-    thread.entries = [];
+    if (!record.forkedFromId) {
+      thread.history = [];
+      thread.entries = [];
+    }
     this.subscribe(thread, subscriber);
     const view = threadView(record, thread.status);
-    this.loaded.set(id, thread);
+    this.loaded.set(record.id, thread);
     try {
-      await this.commit(thread, [{ method: "thread/started", params: { thread: view } }], (tx) => this.store.insertThread(tx, { ...record, seqReserved: 0 }), {
-        after: responded,
-      });
+      await this.commit(
+        thread,
+        [{ method: "thread/started", params: { thread: view } }],
+        async (tx) => {
+          await this.store.insertThread(tx, { ...record, seqReserved: 0 });
+          if (opts.write) await opts.write(tx);
+        },
+        { after: opts.responded },
+      );
     } catch (err) {
-      this.loaded.delete(id);
+      this.loaded.delete(record.id);
       throw err;
     }
-    return settingsResponse(view, record);
+    return settingsResponse(threadView(record, thread.status, opts.turns ?? []), record);
   }
 
   async readThread(threadId: string, turns: Turn[] = []): Promise<Thread> {

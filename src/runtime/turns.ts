@@ -11,16 +11,17 @@ import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage, 
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
-import { modelContext, type HistoryEntry } from "./history.js";
+import { modelContext, rolledBackTurns, type HistoryEntry } from "./history.js";
 import type { RetryPolicy } from "../agent/retry.js";
 import type { LoopTool } from "../agent/tools.js";
 import type { ThreadStatus, UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnStartParams } from "../protocol/turn.js";
-import type { ThreadResumeParams } from "../protocol/thread.js";
+import type { ThreadForkParams, ThreadResumeParams } from "../protocol/thread.js";
 import { settingsResponse, threadView } from "./thread-view.js";
-import type { ModelRequest, ProviderStreamEvent } from "../providers/types.js";
+import type { ModelProvider, ModelRequest, ProviderStreamEvent } from "../providers/types.js";
+import { repairToolPairs } from "../agent/repair.js";
 import { uuidv7 } from "../ids.js";
 import type { ItemRecord, ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
@@ -42,7 +43,15 @@ export interface TurnSettings {
   shell: string;
   /** Unanswered approvals are declined after this long (off when unset). */
   approvalTimeoutMs?: number;
+  /** The model's context window in tokens, when known (reported, and used for auto-compaction). */
+  contextWindow?: number;
+  /** Compact before a turn when the last call's input passed this share of the window (default 0.8). */
+  autoCompactShare?: number;
 }
+
+export const COMPACTION_PROMPT = `Summarize the conversation so far so that the work can continue from the summary alone.
+Keep: the user's goals and constraints, decisions made, files and commands involved, what is done, what failed, and what remains.
+Answer with the summary only.`;
 
 const ApprovalReply = z.object({ decision: CommandExecutionApprovalDecision });
 
@@ -307,8 +316,9 @@ export class TurnRunner {
 
   // ---- running -----------------------------------------------------------------------------
 
-  private async run(thread: LoadedThread, turn: ActiveTurn): Promise<void> {
+  private async run(thread: LoadedThread, turn: ActiveTurn, mode: "agent" | "compact" = "agent"): Promise<void> {
     let result: LoopResult;
+    const signal = turn.abort.signal;
     try {
       const record = thread.record;
       const provider = await this.providers.get(record.modelProvider);
@@ -321,27 +331,124 @@ export class TurnRunner {
         reasoningEffort: (record.reasoningEffort as ModelRequest["reasoningEffort"]) ?? null,
         ...(this.settings.maxOutputTokens ? { maxOutputTokens: this.settings.maxOutputTokens } : {}),
       };
-      result = await runAgentLoop(
-        {
-          provider,
-          request,
-          history: thread.history!,
-          tools,
-          maxModelCalls: this.settings.maxModelCalls,
-          retry: this.settings.retry,
-          maxParallelTools: this.settings.maxParallelTools,
-          signal: turn.abort.signal,
-        },
-        {
-          emit: (e) => this.onLoopEvent(thread, turn, e),
-          takeSteering: () => this.takeSteering(turn),
-          hasSteering: () => turn.steering.length > 0,
-        },
-      );
+      const compact = (s: AbortSignal) => this.compactHistory(thread, turn, provider, request, s);
+      if (mode === "compact") {
+        const compacted = await compact(signal);
+        result = {
+          stopReason: compacted ? "finalAnswer" : signal.aborted ? "interrupted" : "error",
+          error: compacted || signal.aborted ? null : new Error("compaction failed: the model returned no summary"),
+          note: null,
+          modelCalls: 1,
+          usage: emptyUsage(),
+        };
+      } else {
+        if (this.needsAutoCompaction(thread)) await compact(signal);
+        result = await runAgentLoop(
+          {
+            provider,
+            request,
+            history: thread.history!,
+            tools,
+            maxModelCalls: this.settings.maxModelCalls,
+            retry: this.settings.retry,
+            maxParallelTools: this.settings.maxParallelTools,
+            signal,
+          },
+          {
+            emit: (e) => this.onLoopEvent(thread, turn, e),
+            takeSteering: () => this.takeSteering(turn),
+            hasSteering: () => turn.steering.length > 0,
+            compact: (_history, s) => compact(s),
+          },
+        );
+      }
     } catch (err) {
       result = { stopReason: "error", error: err instanceof Error ? err : new Error(String(err)), note: null, modelCalls: 0, usage: emptyUsage() };
     }
     await this.finish(thread, turn, result);
+  }
+
+  /** Usage of the last model call passed the configured share of the context window. */
+  private needsAutoCompaction(thread: LoadedThread): boolean {
+    const window = this.settings.contextWindow;
+    return Boolean(window && thread.lastInputTokens >= window * (this.settings.autoCompactShare ?? 0.8) && thread.history!.length > 2);
+  }
+
+  /**
+   * Compaction: the model writes a summary of the context; a marker then replaces everything
+   * before the current turn by environment + summary (the full history stays stored and
+   * readable). Returns the new context, or null when no summary came back.
+   */
+  private async compactHistory(
+    thread: LoadedThread,
+    turn: ActiveTurn,
+    provider: ModelProvider,
+    request: Omit<ModelRequest, "messages">,
+    signal: AbortSignal,
+  ): Promise<Message[] | null> {
+    const item = { type: "contextCompaction" as const, id: uuidv7(), startedAtMs: Date.now() };
+    await this.recordItemStarted(thread, turn, { ...item, completedAtMs: null });
+    let summary = "";
+    try {
+      const messages: Message[] = [...repairToolPairs(thread.history!), { role: "user", content: [{ type: "text", text: COMPACTION_PROMPT }] }];
+      for await (const ev of provider.stream({ ...request, messages }, signal)) {
+        if (ev.type === "done") summary = ev.message.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("").trim();
+      }
+    } catch (err) {
+      this.log.warn({ err, threadId: thread.id }, "compaction call failed");
+    }
+    const now = Date.now();
+    if (!summary) {
+      await this.recordItemCompleted(thread, turn, [{ ...item, completedAtMs: now }]);
+      return null;
+    }
+    const marker: HistoryEntry = {
+      kind: "compaction",
+      keepFromTurnOrdinal: turn.ordinal,
+      messages: [
+        environmentContext(environmentOf(thread.record, this.settings.shell)),
+        { role: "user", content: [{ type: "text", text: `<conversation_summary>\n${summary}\n</conversation_summary>` }] },
+      ],
+    };
+    const write = this.stage(thread, turn.id, [marker]);
+    const done = { ...item, completedAtMs: now };
+    await this.runtime.commit(thread, [{ method: "item/completed", params: { item: done, threadId: thread.id, turnId: turn.id, completedAtMs: now } }], async (tx) => {
+      await write(tx);
+      await this.turns.completeItem(tx, item.id, done, "completed", now);
+    });
+    thread.lastInputTokens = 0;
+    return [...thread.history!];
+  }
+
+  /** thread/compact/start: a turn of its own whose only item is the contextCompaction. */
+  async compactThread(threadId: string, requester: Subscriber): Promise<void> {
+    const thread = await this.runtime.load(threadId);
+    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const now = Date.now();
+    const turn = new ActiveTurn(uuidv7(now), now, null);
+    thread.activeTurn = turn;
+    try {
+      this.runtime.subscribe(thread, requester);
+      await this.ensureHistory(thread);
+      if (thread.history!.length === 0) throw new TurnRequestError(`thread ${thread.id} has no history to compact`);
+      turn.ordinal = thread.turnCount;
+      const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
+      const active: ThreadStatus = { type: "active", activeFlags: [] };
+      await this.runtime.commit(
+        thread,
+        [
+          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
+          { method: "turn/started", params: { threadId: thread.id, turn: turnView(record, null) } },
+        ],
+        (tx) => this.turns.insertTurn(tx, record),
+      );
+      thread.status = active;
+      thread.turnCount++;
+      turn.finished = this.run(thread, turn, "compact");
+    } catch (err) {
+      thread.activeTurn = null;
+      throw err;
+    }
   }
 
   private toolsFor(thread: LoadedThread, turn: ActiveTurn): Map<string, LoopTool> {
@@ -533,6 +640,7 @@ export class TurnRunner {
     });
     turn.streaming.clear();
 
+    thread.lastInputTokens = usage.inputTokens;
     const total = addUsage(thread.record.tokenUsage ?? emptyUsage(), usage);
     thread.record = { ...thread.record, tokenUsage: total };
     const breakdown = (u: typeof usage) => ({
@@ -553,7 +661,7 @@ export class TurnRunner {
       ...completed.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: now } })),
       {
         method: "thread/tokenUsage/updated",
-        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: null } },
+        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: this.settings.contextWindow ?? null } },
       },
     ];
     await this.runtime.commit(thread, events, async (tx) => {
@@ -705,8 +813,86 @@ export class TurnRunner {
 
   // ---- reading -----------------------------------------------------------------------------
 
+  // ---- thread/fork and thread/rollback -------------------------------------------------------
+
+  /**
+   * A fork is a new thread pointing at the thread that owns the fork point and how much of its
+   * log and turns it sees — no history is copied, so forking costs the same at any size.
+   */
+  async fork(p: ThreadForkParams, subscriber: Subscriber, responded: Promise<void>) {
+    const source = await this.runtime.load(p.threadId);
+    await this.ensureHistory(source);
+    let owner = source.record;
+    let forkTurnCount = source.turnCount;
+    let forkMessageCount = source.messageCount;
+    if (p.lastTurnId) {
+      const turn = await this.turns.getTurn(p.lastTurnId);
+      const chain = await this.turns.ancestry(source.id);
+      const link = turn ? chain.find((c) => c.id === turn.threadId) : undefined;
+      if (!turn || !link || (link.turnLimit !== null && turn.ordinal >= link.turnLimit))
+        throw new TurnRequestError(`turn ${p.lastTurnId} is not part of thread ${source.id}`);
+      if (turn.status === "inProgress") throw new TurnRequestError(`cannot fork at turn ${turn.id}: it is still running`);
+      if (turn.threadId !== source.id) owner = await this.runtime.getRecord(turn.threadId);
+      forkTurnCount = turn.ordinal + 1;
+      const next = await this.turns.firstEntryAfterTurn(turn.threadId, turn.ordinal);
+      const ownerCount = turn.threadId === source.id ? source.messageCount : (link.limit ?? (await this.turns.countModelMessages(turn.threadId)));
+      forkMessageCount = next === null ? ownerCount : Math.min(next, ownerCount);
+    }
+    const now = Date.now();
+    const base: ThreadRecord = {
+      ...source.record,
+      id: uuidv7(now),
+      forkedFromId: owner.id,
+      forkTurnCount,
+      forkMessageCount,
+      name: null,
+      ephemeral: p.ephemeral ?? false,
+      archived: false,
+      systemError: false,
+      tokenUsage: null,
+      seqReserved: 0,
+      createdAtMs: now,
+      updatedAtMs: now,
+    };
+    const record = applyOverrides(base, p);
+    const message = settingsMessage(base, record, this.settings.shell, p);
+    const write = message ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, [{ ordinal: 0, turnId: null, entry: { kind: "message", turnOrdinal: null, message } }]) : undefined;
+    const response = await this.runtime.createThread(record, subscriber, { responded, write });
+    const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
+    return { ...response, thread: { ...response.thread, turns } };
+  }
+
+  /** Takes the last `numTurns` turns out of the model context (a marker; nothing is deleted). */
+  async rollback(threadId: string, numTurns: number): Promise<Turn[]> {
+    const thread = await this.runtime.load(threadId);
+    if (thread.activeTurn) throw new TurnRequestError(`cannot roll back thread ${threadId} while turn ${thread.activeTurn.id} is running`);
+    await this.ensureHistory(thread);
+    const visible = (await this.turnsOf(threadId)).length;
+    if (numTurns > visible) throw new TurnRequestError(`cannot roll back ${numTurns} turns: thread ${threadId} has ${visible}`);
+    const ordinals = await this.visibleTurnOrdinals(thread);
+    const fromTurnOrdinal = ordinals[ordinals.length - numTurns]!;
+    const write = this.stage(thread, null, [{ kind: "rollback", fromTurnOrdinal }]);
+    const now = Date.now();
+    await this.runtime.commit(thread, [], async (tx) => {
+      await write(tx);
+      await this.threads.updateThread(tx, threadId, { updatedAtMs: now });
+    });
+    thread.record = { ...thread.record, updatedAtMs: now };
+    return this.turnsOf(threadId);
+  }
+
+  private async visibleTurnOrdinals(thread: LoadedThread): Promise<number[]> {
+    const { turns } = await this.turns.turnsWithItems(thread.id);
+    const gone = rolledBackTurns(thread.entries!, turns.map((t) => t.ordinal));
+    return turns.map((t) => t.ordinal).filter((o) => !gone.has(o));
+  }
+
   async turnsOf(threadId: string): Promise<Turn[]> {
-    const { turns, items } = await this.turns.turnsWithItems(threadId);
+    const loaded = this.runtime.loaded.get(threadId);
+    const entries = loaded?.entries ?? (await this.turns.historyEntries(threadId));
+    const { turns: all, items } = await this.turns.turnsWithItems(threadId);
+    const gone = rolledBackTurns(entries, all.map((t) => t.ordinal));
+    const turns = all.filter((t) => !gone.has(t.ordinal));
     const byTurn = new Map<string, ThreadItem[]>();
     for (const i of items) {
       const list = byTurn.get(i.turnId) ?? [];

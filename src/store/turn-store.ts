@@ -106,6 +106,13 @@ export class TurnStore {
     return chain;
   }
 
+  /** Ordinal of the first log entry of a turn after `turnOrdinal` in a thread's own log, or null. */
+  async firstEntryAfterTurn(threadId: string, turnOrdinal: number): Promise<number | null> {
+    const [row] = await this.sql<{ n: number | null }[]>`
+      select min(ordinal)::int as n from model_messages where thread_id = ${threadId} and turn_ordinal > ${turnOrdinal}`;
+    return row?.n ?? null;
+  }
+
   async countModelMessages(threadId: string): Promise<number> {
     const [row] = await this.sql<{ n: number }[]>`select coalesce(max(ordinal) + 1, 0)::int as n from model_messages where thread_id = ${threadId}`;
     return row!.n;

@@ -6,7 +6,7 @@ export interface StdioTransportOptions {
   input?: Readable;
   output?: Writable;
   maxLineBytes: number;
-  accept(send: (text: string) => void): { receive(text: string): void; closed(): void };
+  accept(send: (text: string) => void): { receive(text: string): void; closed(): void; drain?(): Promise<void> };
   /** stdin ended: the client is gone. */
   onEnd(): void;
 }
@@ -30,8 +30,14 @@ export function startStdioTransport(opts: StdioTransportOptions): { close(): voi
   const end = () => {
     if (closed) return;
     closed = true;
-    peer.closed();
-    opts.onEnd();
+    // Requests written just before EOF (`cat requests.jsonl | app-server serve --listen stdio://`)
+    // are still answered: stdout stays open until they are.
+    void Promise.resolve(peer.drain?.())
+      .catch(() => {})
+      .finally(() => {
+        peer.closed();
+        opts.onEnd();
+      });
   };
   lines.on("close", end);
   return {

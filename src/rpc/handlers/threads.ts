@@ -15,6 +15,16 @@ export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Also maps client-caused turn errors (a turn is running, a bad turn id) to -32600. */
+export async function guardTurns<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await withThread(fn);
+  } catch (err) {
+    if (err instanceof TurnRequestError) throw invalidRequest(err.message);
+    throw err;
+  }
+}
+
 export function registerThreadHandlers(conn: Connection, app: AppContext): void {
   const { runtime } = app;
 
@@ -69,14 +79,26 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     return { data, nextCursor: more ? data[data.length - 1]! : null };
   });
 
-  conn.handle("thread/resume", (p, { connection, responded }) =>
-    withThread(async () => {
-      try {
-        return await app.turns.resume(p, connection, responded);
-      } catch (err) {
-        if (err instanceof TurnRequestError) throw invalidRequest(err.message);
-        throw err;
-      }
+  conn.handle("thread/resume", (p, { connection, responded }) => guardTurns(() => app.turns.resume(p, connection, responded)));
+
+  conn.handle("thread/fork", (p, { connection, responded }) =>
+    guardTurns(async () => {
+      if (p.modelProvider && !app.providers.has(p.modelProvider)) throw invalidParams(`unknown modelProvider: ${p.modelProvider}`);
+      return app.turns.fork(p, connection, responded);
+    }),
+  );
+
+  conn.handle("thread/compact/start", (p, { connection }) =>
+    guardTurns(async () => {
+      await app.turns.compactThread(p.threadId, connection);
+      return {};
+    }),
+  );
+
+  conn.handle("thread/rollback", (p) =>
+    guardTurns(async () => {
+      const turns = await app.turns.rollback(p.threadId, p.numTurns);
+      return { thread: await runtime.readThread(p.threadId, turns) };
     }),
   );
 

@@ -1,16 +1,14 @@
 /** turn/* and model/list request handlers. */
 import type { AppContext } from "../../app-context.js";
-import { TurnRequestError } from "../../runtime/turns.js";
 import { UserInputError } from "../../runtime/user-input.js";
 import type { Connection } from "../connection.js";
-import { invalidParams, invalidRequest } from "../errors.js";
-import { withThread } from "./threads.js";
+import { invalidParams } from "../errors.js";
+import { guardTurns } from "./threads.js";
 
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    return await withThread(fn);
+    return await guardTurns(fn);
   } catch (err) {
-    if (err instanceof TurnRequestError) throw invalidRequest(err.message);
     if (err instanceof UserInputError) throw invalidParams(`Invalid params: ${err.message}`);
     throw err;
   }

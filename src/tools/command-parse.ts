@@ -1,0 +1,274 @@
+/**
+ * A deliberately small reading of shell command text, for two jobs:
+ *  - deciding whether a command is on the read-only allow list (the `untrusted` policy and the
+ *    `read-only` sandbox). This errs on the side of "not read-only": anything we do not fully
+ *    understand (redirection, substitution, subshells, variables, background jobs, assignments)
+ *    makes the whole command need approval;
+ *  - best-effort `commandActions` for the commandExecution item (read / listFiles / search).
+ */
+import path from "node:path";
+import type { CommandAction } from "../protocol/items.js";
+
+export interface ParsedCommand {
+  /** Simple commands (argv words, quotes removed), split at `;`, `&&`, `||`, `|` and newlines. */
+  segments: string[][];
+  /** The operator before each segment after the first (`|`, `&&`, `;` …; a newline is `;`). */
+  separators: string[];
+  /** Why the text is not a plain list of simple commands, if it is not. */
+  unsafe: string | null;
+}
+
+const OPERATOR_CHARS = new Set([";", "&", "|", "\n"]);
+
+/** Splits command text into simple commands; flags every construct it does not model. */
+export function parseCommandLine(command: string): ParsedCommand {
+  const segments: string[][] = [];
+  const separators: string[] = [];
+  let words: string[] = [];
+  let word = "";
+  let inWord = false;
+  let pendingOp = ";";
+  let unsafe: string | null = null;
+  const flag = (why: string) => {
+    unsafe ??= why;
+  };
+  const endWord = () => {
+    if (inWord) words.push(word);
+    word = "";
+    inWord = false;
+  };
+  const endSegment = (op: string) => {
+    endWord();
+    if (words.length === 0) {
+      if (op !== ";" || pendingOp !== ";") flag("empty command in a list");
+    } else {
+      if (segments.length > 0) separators.push(pendingOp);
+      segments.push(words);
+      pendingOp = op;
+    }
+    words = [];
+  };
+  const checkDollar = (next: string | undefined) => {
+    if (next !== undefined && /[A-Za-z0-9_{(@*#?$!-]/.test(next)) flag(next === "(" ? "command substitution" : "variable expansion");
+  };
+
+  for (let i = 0; i < command.length; i++) {
+    const c = command[i];
+    if (c === "'") {
+      const end = command.indexOf("'", i + 1);
+      if (end < 0) {
+        flag("unterminated quote");
+        word += command.slice(i + 1);
+        inWord = true;
+        break;
+      }
+      word += command.slice(i + 1, end);
+      inWord = true;
+      i = end;
+      continue;
+    }
+    if (c === '"') {
+      let j = i + 1;
+      for (; j < command.length && command[j] !== '"'; j++) {
+        const d = command[j];
+        if (d === "\\" && j + 1 < command.length && '"\\$`\n'.includes(command[j + 1])) {
+          word += command[j + 1];
+          j++;
+        } else {
+          if (d === "`") flag("command substitution");
+          if (d === "$") checkDollar(command[j + 1]);
+          word += d;
+        }
+      }
+      if (j >= command.length) flag("unterminated quote");
+      inWord = true;
+      i = j;
+      continue;
+    }
+    if (c === "\\") {
+      if (i + 1 < command.length && command[i + 1] !== "\n") word += command[i + 1];
+      inWord = inWord || command[i + 1] !== "\n";
+      i++;
+      continue;
+    }
+    if (c === " " || c === "\t") {
+      endWord();
+      continue;
+    }
+    if (OPERATOR_CHARS.has(c)) {
+      const two = command.slice(i, i + 2);
+      if (c === "&" && two !== "&&") flag("background job");
+      let op = c === "\n" ? ";" : c;
+      if (two === "&&" || two === "||" || two === "|&") {
+        op = two;
+        i++;
+      }
+      endSegment(op);
+      continue;
+    }
+    if (c === ">" || c === "<") flag("redirection");
+    else if (c === "`") flag("command substitution");
+    else if (c === "$") checkDollar(command[i + 1]);
+    else if (c === "(" || c === ")") flag("subshell");
+    else if (c === "{" || c === "}") flag("brace expansion or command group");
+    else if ((c === "*" || c === "?" || c === "[") && word === "") flag("glob at the start of a word"); // may expand to a file named like a flag
+    else if (c === "#" && !inWord) {
+      // A comment: the rest of the line is ignored by bash.
+      const nl = command.indexOf("\n", i);
+      if (nl < 0) break;
+      i = nl - 1;
+      continue;
+    }
+    word += c;
+    inWord = true;
+  }
+  endWord();
+  if (words.length > 0) {
+    if (segments.length > 0) separators.push(pendingOp);
+    segments.push(words);
+  } else if (pendingOp !== ";") flag("incomplete command");
+  return { segments, separators, unsafe };
+}
+
+const SIMPLE_READ_ONLY = new Set([
+  "ls", "cat", "head", "tail", "pwd", "wc", "grep", "egrep", "fgrep", "echo", "printf", "which", "file", "stat", "du", "df",
+  "basename", "dirname", "realpath", "readlink", "cut", "tr", "nl", "diff", "cmp", "true", "false",
+  "whoami", "uname", "id", "cd",
+]);
+
+const FIND_FORBIDDEN = new Set(["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]);
+const GIT_READ_ONLY = new Set(["status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "shortlog", "describe", "cat-file", "grep"]);
+
+function isReadOnlySegment(words: string[]): boolean {
+  const [cmd, ...args] = words;
+  if (/^[A-Za-z_][A-Za-z0-9_]*=/.test(cmd)) return false; // VAR=value cmd …
+  if (cmd === "find") return !args.some((a) => FIND_FORBIDDEN.has(a));
+  if (cmd === "rg") return !args.some((a) => a === "--pre" || a.startsWith("--pre=") || a === "--search-zip" || a === "-z");
+  if (cmd === "sort") return !args.some((a) => a === "-o" || a.startsWith("-o") || a.startsWith("--output") || a === "--compress-program" || a.startsWith("--compress-program="));
+  if (cmd === "tree") return !args.some((a) => a === "-o" || a.startsWith("-o"));
+  if (cmd === "file") return !args.some((a) => a === "-C" || a === "--compile");
+  if (cmd === "uniq") return args.filter((a) => !a.startsWith("-")).length <= 1; // `uniq in out` writes `out`
+  if (cmd === "sed") {
+    // Only `sed -n <N>p` / `sed -n <N>,<M>p` printing, as models use it to read line ranges.
+    const [flag, script, ...files] = args;
+    return flag === "-n" && script !== undefined && /^\d+(,\d+)?p$/.test(script) && files.every((f) => !f.startsWith("-"));
+  }
+  if (cmd === "git") {
+    const [sub, ...rest] = args;
+    if (sub === undefined) return false;
+    if (sub === "branch") return rest.every((a) => ["-a", "-r", "-v", "-vv", "--list", "--show-current", "--all", "--remotes"].includes(a));
+    if (!GIT_READ_ONLY.has(sub)) return false; // includes every global option such as `-c`
+    return !rest.some((a) => a.startsWith("--output") || a === "--ext-diff" || a.startsWith("--exec") || a === "-o");
+  }
+  return SIMPLE_READ_ONLY.has(cmd);
+}
+
+/** True when every part of the command is on the read-only allow list and nothing else happens. */
+export function isReadOnlyCommand(command: string): boolean {
+  const parsed = parseCommandLine(command);
+  if (parsed.unsafe !== null || parsed.segments.length === 0) return false;
+  return parsed.segments.every(isReadOnlySegment);
+}
+
+/** Commands that only filter a pipe when given no file. */
+const FILTERS = new Set(["head", "tail", "wc", "sort", "uniq", "cut", "tr", "nl", "grep", "rg", "sed", "awk", "less", "more", "cat", "xargs"]);
+
+const nonFlags = (args: string[]) => args.filter((a) => !a.startsWith("-"));
+
+function actionFor(words: string[], cwd: string, piped: boolean): CommandAction | null | "skip" {
+  const [cmd, ...args] = words;
+  const text = words.map(quoteForDisplay).join(" ");
+  const abs = (p: string) => path.resolve(cwd, p);
+  switch (cmd) {
+    case "cd":
+    case "true":
+    case "echo":
+      return "skip";
+    case "cat":
+    case "head":
+    case "tail":
+    case "less":
+    case "more": {
+      const files = nonFlagsSkipping(args, cmd === "head" || cmd === "tail" ? ["-n", "-c"] : []);
+      if (files.length === 0) return piped ? "skip" : null;
+      if (files.length !== 1) return null;
+      return { type: "read", command: text, name: path.basename(files[0]), path: abs(files[0]) };
+    }
+    case "sed": {
+      if (args[0] !== "-n" || args.length < 2) return null;
+      const files = args.slice(2);
+      if (files.length === 0) return piped ? "skip" : null;
+      if (files.length !== 1) return null;
+      return { type: "read", command: text, name: path.basename(files[0]), path: abs(files[0]) };
+    }
+    case "ls":
+    case "tree": {
+      const dirs = nonFlags(args);
+      return { type: "listFiles", command: text, path: dirs.length === 1 ? dirs[0] : null };
+    }
+    case "grep":
+    case "egrep":
+    case "fgrep":
+    case "rg": {
+      const rest = nonFlagsSkipping(args, ["-e", "-f", "-g", "--glob", "-t", "--type", "-A", "-B", "-C", "-m", "--max-count", "-T", "--type-not"]);
+      const explicit = args.indexOf("-e");
+      const query = explicit >= 0 ? (args[explicit + 1] ?? null) : (rest.shift() ?? null);
+      if (query === null && piped) return "skip";
+      if (piped && rest.length === 0) return "skip";
+      return { type: "search", command: text, query, path: rest.length === 1 ? rest[0] : null };
+    }
+    case "find":
+    case "fd": {
+      if (cmd === "find") {
+        const nameAt = args.findIndex((a) => a === "-name" || a === "-iname" || a === "-path");
+        const query = nameAt >= 0 ? (args[nameAt + 1] ?? null) : null;
+        const start = args[0] !== undefined && !args[0].startsWith("-") ? args[0] : null;
+        if (query === null) return { type: "listFiles", command: text, path: start };
+        return { type: "search", command: text, query, path: start };
+      }
+      const rest = nonFlags(args);
+      return { type: "search", command: text, query: rest[0] ?? null, path: rest[1] ?? null };
+    }
+    default:
+      if (piped && FILTERS.has(cmd)) return "skip";
+      return null;
+  }
+}
+
+/** Non-flag words, skipping the values of the given flags that take one. */
+function nonFlagsSkipping(args: string[], flagsWithValue: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (flagsWithValue.includes(a)) {
+      i++;
+      continue;
+    }
+    if (a.startsWith("-")) continue;
+    out.push(a);
+  }
+  return out;
+}
+
+function quoteForDisplay(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * Best-effort `commandActions`: one action per part of the command; if any part is not
+ * understood, the whole command is one `unknown` action (as Codex does).
+ */
+export function parseCommandActions(command: string, cwd: string): CommandAction[] {
+  const unknown: CommandAction[] = [{ type: "unknown", command }];
+  const parsed = parseCommandLine(command);
+  if (parsed.unsafe !== null || parsed.segments.length === 0) return unknown;
+  const actions: CommandAction[] = [];
+  parsed.segments.forEach((words, i) => {
+    const piped = i > 0 && (parsed.separators[i - 1] === "|" || parsed.separators[i - 1] === "|&");
+    const a = actionFor(words, cwd, piped);
+    if (a === "skip") return;
+    actions.push(a ?? { type: "unknown", command: words.map(quoteForDisplay).join(" ") });
+  });
+  if (actions.length === 0 || actions.some((a) => a.type === "unknown")) return unknown;
+  return actions;
+}

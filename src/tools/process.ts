@@ -1,0 +1,288 @@
+/**
+ * Running a child process for the shell tool and command/exec: its own process group (so the
+ * whole tree can be killed), bounded capture (head + tail per stream), safe decoding, a timeout
+ * and an abort signal. When the command ends — normally, by timeout or by abort — whatever is
+ * left of its process group is terminated (SIGTERM, then SIGKILL after a grace period), so no
+ * background child outlives the call.
+ */
+import { spawn } from "node:child_process";
+import { StringDecoder } from "node:string_decoder";
+
+export const DEFAULT_OUTPUT_CAP_BYTES = 1024 * 1024;
+export const DEFAULT_KILL_GRACE_MS = 2_000;
+/** How long to wait for stdout/stderr to close after the main process exited (background children may hold them). */
+const DRAIN_MS = 300;
+
+export type OutputStream = "stdout" | "stderr";
+
+export interface RunOptions {
+  file: string;
+  args: string[];
+  cwd: string;
+  env?: NodeJS.ProcessEnv;
+  timeoutMs: number;
+  /** Bytes kept per stream (half from the start, half from the end). */
+  outputCapBytes?: number;
+  signal?: AbortSignal;
+  killGraceMs?: number;
+  /** Live output, decoded (invalid UTF-8 replaced, NULs stripped). */
+  onOutput?: (stream: OutputStream, text: string) => void;
+  onSpawn?: (pid: number) => void;
+}
+
+export interface CapturedOutput {
+  /** The kept text; when bytes were dropped, a `[… N bytes omitted …]` note marks the gap. */
+  text: string;
+  totalBytes: number;
+  omittedBytes: number;
+}
+
+export interface RunResult {
+  pid: number | null;
+  /** The exit code; for a process killed by a signal, 128 + the signal number (as shells report it). */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  aborted: boolean;
+  /** The process could not be started (errno code and message). */
+  spawnError: { code: string; message: string } | null;
+  stdout: CapturedOutput;
+  stderr: CapturedOutput;
+  /** stdout and stderr interleaved in arrival order. */
+  combined: CapturedOutput;
+  durationMs: number;
+}
+
+/** Decodes bytes as UTF-8 the forgiving way: invalid sequences become U+FFFD, NULs are dropped. */
+export function decodeOutput(bytes: Buffer): string {
+  return bytes.toString("utf8").replace(/\0/g, "");
+}
+
+export const omittedNote = (bytes: number) => `[… ${bytes} bytes omitted …]`;
+
+/** Keeps the first and the last `cap / 2` bytes of a stream of chunks. */
+export class HeadTailBuffer {
+  private readonly headCap: number;
+  private readonly tailCap: number;
+  private head: Buffer[] = [];
+  private headLen = 0;
+  private tail: Buffer[] = [];
+  private tailLen = 0;
+  total = 0;
+
+  constructor(capBytes: number) {
+    this.headCap = Math.ceil(capBytes / 2);
+    this.tailCap = Math.max(0, capBytes - this.headCap);
+  }
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    if (this.headLen < this.headCap) {
+      const take = Math.min(this.headCap - this.headLen, chunk.length);
+      this.head.push(chunk.subarray(0, take));
+      this.headLen += take;
+      chunk = chunk.subarray(take);
+    }
+    if (chunk.length === 0 || this.tailCap === 0) return;
+    this.tail.push(chunk);
+    this.tailLen += chunk.length;
+    while (this.tail.length > 1 && this.tailLen - this.tail[0].length >= this.tailCap) {
+      this.tailLen -= this.tail[0].length;
+      this.tail.shift();
+    }
+  }
+
+  result(): CapturedOutput {
+    const head = Buffer.concat(this.head);
+    let tail = Buffer.concat(this.tail);
+    if (tail.length > this.tailCap) tail = tail.subarray(tail.length - this.tailCap);
+    const omitted = this.total - head.length - tail.length;
+    if (omitted <= 0) return { text: decodeOutput(Buffer.concat([head, tail])), totalBytes: this.total, omittedBytes: 0 };
+    return { text: `${decodeOutput(head)}\n${omittedNote(omitted)}\n${decodeOutput(tail)}`, totalBytes: this.total, omittedBytes: omitted };
+  }
+}
+
+/** Shortens text to about `maxBytes` (UTF-8), keeping its head and tail around an omission note. */
+export function truncateMiddle(text: string, maxBytes: number): { text: string; omittedBytes: number } {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= maxBytes) return { text, omittedBytes: 0 };
+  const headLen = Math.ceil(maxBytes / 2);
+  const tailLen = maxBytes - headLen;
+  const omitted = bytes.length - headLen - tailLen;
+  return {
+    text: `${decodeOutput(bytes.subarray(0, headLen))}\n${omittedNote(omitted)}\n${decodeOutput(bytes.subarray(bytes.length - tailLen))}`,
+    omittedBytes: omitted,
+  };
+}
+
+const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15 };
+
+// Process groups still running: killed if this server exits while they run.
+const liveGroups = new Set<number>();
+let exitHookInstalled = false;
+function trackGroup(pid: number): void {
+  liveGroups.add(pid);
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once("exit", () => {
+      for (const pgid of liveGroups) signalGroup(pgid, "SIGKILL");
+    });
+  }
+}
+
+/** Sends a signal to a whole process group; false when the group no longer exists. */
+export function signalGroup(pgid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+
+async function waitGroupGone(pgid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (signalGroup(pgid, 0)) {
+    if (Date.now() >= deadline) return false;
+    await sleep(25);
+  }
+  return true;
+}
+
+/** SIGTERM the group, give it `graceMs`, then SIGKILL whatever is left. */
+export async function terminateGroup(pgid: number, graceMs: number): Promise<void> {
+  if (!signalGroup(pgid, "SIGTERM")) return;
+  if (await waitGroupGone(pgid, graceMs)) return;
+  signalGroup(pgid, "SIGKILL");
+  await waitGroupGone(pgid, 1_000);
+}
+
+/** Runs a program (argv, no shell) in its own process group and collects its output. */
+export function runProcess(opts: RunOptions): Promise<RunResult> {
+  const cap = opts.outputCapBytes ?? DEFAULT_OUTPUT_CAP_BYTES;
+  const grace = opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  const stdout = new HeadTailBuffer(cap);
+  const stderr = new HeadTailBuffer(cap);
+  const combined = new HeadTailBuffer(cap);
+  const started = Date.now();
+  const empty = (): RunResult => ({
+    pid: null,
+    exitCode: null,
+    signal: null,
+    timedOut: false,
+    aborted: false,
+    spawnError: null,
+    stdout: stdout.result(),
+    stderr: stderr.result(),
+    combined: combined.result(),
+    durationMs: Date.now() - started,
+  });
+  if (opts.signal?.aborted) return Promise.resolve({ ...empty(), aborted: true });
+
+  return new Promise<RunResult>((resolve) => {
+    let child;
+    try {
+      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? process.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      resolve({ ...empty(), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
+      return;
+    }
+    const pid = child.pid ?? null;
+    if (pid !== null) {
+      trackGroup(pid);
+      opts.onSpawn?.(pid);
+    }
+
+    let timedOut = false;
+    let aborted = false;
+    let terminating: Promise<void> | null = null;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let spawnError: RunResult["spawnError"] = null;
+    let openStreams = 2;
+    let finished = false;
+
+    const terminate = () => {
+      if (pid === null) return Promise.resolve();
+      terminating ??= terminateGroup(pid, grace);
+      return terminating;
+    };
+
+    const timer = setTimeout(() => {
+      timedOut = true;
+      void terminate();
+    }, Math.max(1, Math.min(opts.timeoutMs, 2 ** 31 - 1)));
+    const onAbort = () => {
+      aborted = true;
+      void terminate();
+    };
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+
+    const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+    const onData = (stream: OutputStream, buf: HeadTailBuffer) => (chunk: Buffer) => {
+      buf.push(chunk);
+      combined.push(chunk);
+      if (opts.onOutput) {
+        const text = decoders[stream].write(chunk).replace(/\0/g, "");
+        if (text) opts.onOutput(stream, text);
+      }
+    };
+    child.stdout!.on("data", onData("stdout", stdout));
+    child.stderr!.on("data", onData("stderr", stderr));
+
+    const finish = async () => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", onAbort);
+      // Whatever is left of the group (background jobs, children that ignored SIGTERM) goes too.
+      if (pid !== null) {
+        await terminate();
+        liveGroups.delete(pid);
+      }
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+      let exitCode: number | null = exit?.code ?? null;
+      if (exitCode === null && exit?.signal) exitCode = 128 + (SIGNAL_NUMBERS[exit.signal] ?? 0);
+      resolve({
+        pid,
+        exitCode,
+        signal: exit?.signal ?? null,
+        timedOut,
+        aborted,
+        spawnError,
+        stdout: stdout.result(),
+        stderr: stderr.result(),
+        combined: combined.result(),
+        durationMs: Date.now() - started,
+      });
+    };
+
+    const streamClosed = () => {
+      openStreams--;
+      if (openStreams === 0 && exit) void finish();
+    };
+    child.stdout!.on("close", streamClosed);
+    child.stderr!.on("close", streamClosed);
+
+    child.on("error", (err: NodeJS.ErrnoException) => {
+      // Spawn failures (ENOENT, EACCES); errors after a successful spawn are not expected here.
+      if (pid === null || exit === null) {
+        spawnError = { code: err.code ?? "EUNKNOWN", message: err.message };
+        exit ??= { code: null, signal: null };
+        void finish();
+      }
+    });
+    child.on("exit", (code, signal) => {
+      exit = { code, signal };
+      if (openStreams === 0) {
+        void finish();
+        return;
+      }
+      // Background children may still hold the pipes: give them a moment, then stop waiting.
+      setTimeout(() => void finish(), DRAIN_MS).unref?.();
+    });
+  });
+}
