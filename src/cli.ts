@@ -40,7 +40,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === "generate-json-schema") {
-    const { values } = parseArgs({ args: rest, options: { out: { type: "string" } }, strict: true });
+    let values: { out?: string };
+    try {
+      ({ values } = parseArgs({ args: rest, options: { out: { type: "string" } }, strict: true }));
+    } catch (err) {
+      // A usage error (unknown flag, missing value): exit 2 with the message, not a stack trace.
+      process.stderr.write(`app-server: ${(err as Error).message}\n`);
+      return 2;
+    }
     if (!values.out) {
       process.stderr.write("generate-json-schema needs --out DIR\n");
       return 2;

@@ -41,6 +41,18 @@ export interface StartOptions extends ServerConfig {
   turns?: Partial<TurnSettings>;
 }
 
+/** Provider options beyond the SDKs' own variables. */
+export function providerOptionsFromEnv(env: NodeJS.ProcessEnv): Partial<Record<ProviderId, ProviderOptions>> {
+  const role = env.APP_SERVER_CHAT_DEVELOPER_ROLE;
+  return {
+    "openai-chat": {
+      // Some OpenAI-compatible servers reject the `developer` role; `system` works everywhere.
+      chatDeveloperRole: role === "system" ? "system" : "developer",
+      sendPromptCacheKeyToChat: env.APP_SERVER_CHAT_PROMPT_CACHE_KEY === "1",
+    },
+  };
+}
+
 export function configuredModels(defaultProvider: string, defaultModel: string): Model[] {
   return Object.entries(DEFAULT_MODELS).map(([provider, fallback]) => {
     const model = provider === defaultProvider ? defaultModel : fallback;
@@ -145,7 +157,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const turns = new TurnRunner(
     runtime,
     new TurnStore(db.sql),
-    new ProviderPool(opts.providers),
+    new ProviderPool(opts.providers ?? providerOptionsFromEnv(process.env)),
     {
       maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
       retry: DEFAULT_RETRY,

@@ -171,7 +171,8 @@ export class ThreadRuntime {
     void thread.enqueue(async () => {
       await committed;
       await opts.after;
-      for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo);
+      // The stored emittedAtMs goes out live too, so a replayed copy is identical to the live one.
+      for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo, e.emittedAtMs);
     }).catch(() => {});
     await committed;
     return stamped;
@@ -191,9 +192,9 @@ export class ThreadRuntime {
     else void thread.enqueue(async () => this.deliver(thread, method, body));
   }
 
-  private deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber): void {
-    for (const s of thread.subscribers) s.notify(method, params);
-    if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notify(method, params);
+  private deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void {
+    for (const s of thread.subscribers) s.notify(method, params, emittedAtMs);
+    if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notify(method, params, emittedAtMs);
   }
 
   async setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: TransactionSql) => Promise<void>): Promise<void> {
@@ -392,7 +393,7 @@ export class ThreadRuntime {
       const updated = await this.store.getThread(threadId, tx);
       return { updated: updated!, stored };
     });
-    requester.notify(record.stored.method, record.stored.params);
+    requester.notify(record.stored.method, record.stored.params, record.stored.emittedAtMs);
     return record.updated;
   }
 

@@ -86,6 +86,8 @@ class ActiveTurn implements ActiveTurnHandle {
   pendingApprovals = 0;
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
+  /** False once the turn is ending: turn/steer is refused from then on. */
+  steerable = true;
   finished!: Promise<void>;
   private resolveRecorded!: (view: Turn) => void;
   private rejectRecorded!: (err: unknown) => void;
@@ -281,12 +283,25 @@ export class TurnRunner {
     const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox"] as const).some(
       (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
     );
-    let message = settingsMessage(before, after, this.settings.shell, p);
+    const message = settingsMessage(before, after, this.settings.shell, p);
     if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
     if (recordChanged || message) {
       await this.ensureHistory(thread);
-      if (thread.entries!.length === 0) message = null; // the first turn's environment context will state them
-      const writeHistory = message ? this.stage(thread, null, [{ kind: "message", turnOrdinal: null, message }]) : null;
+      // Checked again after the await: a turn/start may have claimed the thread meanwhile.
+      if (thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
+      let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
+      if (thread.entries!.length === 0) {
+        // The first turn's environment context will state cwd/approval/sandbox, but instructions
+        // have no other place: open the log with that context now and append them after it.
+        const instructions = settingsMessage(after, after, this.settings.shell, p);
+        entries = instructions
+          ? [
+              { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(after, this.settings.shell)) },
+              { kind: "message", turnOrdinal: null, message: instructions },
+            ]
+          : [];
+      }
+      const writeHistory = entries.length > 0 ? this.stage(thread, null, entries) : null;
       const now = Date.now();
       await this.runtime.commit(thread, [], async (tx) => {
         await this.threads.updateThread(tx, thread.id, {
@@ -715,10 +730,21 @@ export class TurnRunner {
 
   private async finish(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
     const now = Date.now();
+    turn.steerable = false;
     try {
       await this.closeStreamingItems(thread, turn);
     } catch (err) {
       this.log.error({ err, threadId: thread.id }, "could not close streaming items");
+    }
+    // Steering the loop never took (the turn stopped on truncation, an error or an interrupt
+    // before its next model call) was already answered with {turnId}: record it as this turn's
+    // user input, and it reaches the model with the next turn, instead of vanishing.
+    if (turn.steering.length > 0) {
+      try {
+        await this.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.map((s) => s.message) });
+      } catch (err) {
+        this.log.error({ err, threadId: thread.id }, "could not record steering input");
+      }
     }
     const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
     const status = statusFor[stopReason];
@@ -788,7 +814,10 @@ export class TurnRunner {
     if (!active) throw new TurnRequestError(`no active turn on thread ${threadId}`);
     if (active.id !== expectedTurnId) throw new TurnRequestError(`expected turn ${expectedTurnId} but the active turn is ${active.id}`);
     if (active.abort.signal.aborted) throw new TurnRequestError(`turn ${active.id} is being interrupted`);
-    active.steering.push({ input, clientId, message: await toUserMessage(input, thread!.record.cwd) });
+    const message = await toUserMessage(input, thread!.record.cwd);
+    // Checked again after the await: a turn that began ending meanwhile would never take the input.
+    if (!active.steerable || active.abort.signal.aborted) throw new TurnRequestError(`no active turn on thread ${threadId}`);
+    active.steering.push({ input, clientId, message });
     return { turnId: active.id };
   }
 
@@ -856,7 +885,21 @@ export class TurnRunner {
     };
     const record = applyOverrides(base, p);
     const message = settingsMessage(base, record, this.settings.shell, p);
-    const write = message ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, [{ ordinal: 0, turnId: null, entry: { kind: "message", turnOrdinal: null, message } }]) : undefined;
+    let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
+    if (!p.lastTurnId && source.entries!.length === 0) {
+      // Nothing inherited: the fork's first turn opens the log with the environment context (which
+      // states the new settings) only while the log is empty, so instructions go after it now.
+      const instructions = settingsMessage(record, record, this.settings.shell, p);
+      entries = instructions
+        ? [
+            { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(record, this.settings.shell)) },
+            { kind: "message", turnOrdinal: null, message: instructions },
+          ]
+        : [];
+    }
+    const write = entries.length
+      ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, entries.map((entry, ordinal) => ({ ordinal, turnId: null, entry })))
+      : undefined;
     const response = await this.runtime.createThread(record, subscriber, { responded, write });
     const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
     return { ...response, thread: { ...response.thread, turns } };

@@ -2,7 +2,7 @@
 import pino from "pino";
 import { startServer, type RunningServer, type StartOptions } from "../../src/server.js";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../src/config.js";
-import { freshDatabase, type Backend } from "./db.js";
+import { freshDatabase, type Backend, type TestDatabase } from "./db.js";
 
 export interface TestServer {
   server: RunningServer;
@@ -39,5 +39,34 @@ export async function startTestServer(backend: Backend, overrides: Partial<Start
       await server.close();
       await db.cleanup();
     },
+  };
+}
+
+/**
+ * Starts a server on an existing test database without taking ownership of it (close() leaves
+ * the data in place), so a test can stop it and start another on the same home/schema.
+ * `reopen`: the PGlite data directory already exists, so it is opened as is instead of being
+ * loaded from the blank template.
+ */
+export async function startServerOn(db: TestDatabase, overrides: Partial<StartOptions> = {}, reopen = false): Promise<TestServer> {
+  const { loadDataDir, ...rest } = db.options;
+  const server = await startServer({
+    listen: "ws://127.0.0.1:0",
+    databaseUrl: db.options.databaseUrl,
+    home: db.home,
+    modelProvider: "openai",
+    model: "test-model",
+    maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
+    log: testLogger(),
+    cwd: db.home,
+    ...overrides,
+    database: { ...rest, ...(reopen ? {} : { loadDataDir }), ...overrides.database },
+  });
+  return {
+    server,
+    url: server.url,
+    httpUrl: server.url.replace(/^ws:/, "http:"),
+    home: db.home,
+    close: () => server.close(),
   };
 }
