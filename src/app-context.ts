@@ -13,6 +13,8 @@ export interface ProviderCatalog {
 export interface AppContext {
   readonly version: string;
   readonly home: string;
+  /** Where threads run when thread/start gives no cwd (relative cwds resolve against it). */
+  readonly defaultCwd: string;
   readonly log: Logger;
   readonly runtime: ThreadRuntime;
   readonly providers: ProviderCatalog;

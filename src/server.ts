@@ -11,6 +11,7 @@ import { Connection } from "./rpc/connection.js";
 import { registerSessionHandlers } from "./rpc/handlers/session.js";
 import { registerThreadHandlers } from "./rpc/handlers/threads.js";
 import { registerTurnHandlers } from "./rpc/handlers/turns.js";
+import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
@@ -94,6 +95,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const listen = parseListen(opts.listen);
   await mkdir(opts.home, { recursive: true, mode: 0o700 });
 
+  const defaultCwd = path.resolve(opts.cwd ?? process.cwd());
   let ready = false;
   const connections = new Set<Connection>();
   let app: AppContext | undefined;
@@ -104,6 +106,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
     registerTurnHandlers(conn, app!);
+    registerCommandExecHandler(conn, app!, { cwd: defaultCwd, sandbox: "workspace-write" });
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -143,7 +146,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     {
       modelProvider: opts.modelProvider,
       model: opts.model,
-      cwd: path.resolve(opts.cwd ?? process.cwd()),
+      cwd: defaultCwd,
       approvalPolicy: "on-request",
       sandbox: "workspace-write",
     },
@@ -172,6 +175,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   app = {
     version: VERSION,
     home: opts.home,
+    defaultCwd,
     log,
     runtime,
     turns,

@@ -29,6 +29,7 @@ import { z } from "zod";
 import type { ApprovalRequest, ToolContext } from "../tools/context.js";
 import { CommandExecutionApprovalDecision, type ApprovalDecision } from "../protocol/tools.js";
 import { dynamicTool } from "../tools/dynamic.js";
+import { builtinTools } from "../tools/builtin.js";
 import type { ProviderPool } from "./provider-pool.js";
 import { turnError } from "./turn-errors.js";
 import { toUserMessage, previewOf } from "./user-input.js";
@@ -469,6 +470,8 @@ export class TurnRunner {
   private toolsFor(thread: LoadedThread, turn: ActiveTurn): Map<string, LoopTool> {
     const ctx = this.toolContext(thread, turn);
     const tools = new Map<string, LoopTool>();
+    for (const tool of builtinTools(ctx)) tools.set(tool.spec.name, tool);
+    // thread/start rejects dynamic tools named like built-ins, so nothing is replaced here.
     for (const spec of thread.record.dynamicTools) tools.set(spec.name, dynamicTool(spec, ctx));
     return tools;
   }
@@ -713,7 +716,7 @@ export class TurnRunner {
   }
 
   private writeItem(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
-    const record: Omit<ItemRecord, "completedAtMs"> = {
+    const record: ItemRecord = {
       id: item.id,
       threadId: thread.id,
       turnId: turn.id,
@@ -722,6 +725,9 @@ export class TurnRunner {
       status,
       payload: item,
       startedAtMs: item.startedAtMs ?? now,
+      // An item recorded already complete (the turn's user message) must say so, or start-up
+      // recovery would take it for unfinished and "close" it again with a new item/completed.
+      completedAtMs: status === "inProgress" ? null : (item.completedAtMs ?? now),
     };
     return this.turns.insertItem(tx, record);
   }

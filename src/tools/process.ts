@@ -5,7 +5,9 @@
  * left of its process group is terminated (SIGTERM, then SIGKILL after a grace period), so no
  * background child outlives the call.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
+import type { Readable } from "node:stream";
+import { promises as fs } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 
 export const DEFAULT_OUTPUT_CAP_BYTES = 1024 * 1024;
@@ -142,9 +144,37 @@ export function signalGroup(pgid: number, sig: NodeJS.Signals | 0): boolean {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
+/**
+ * Whether any process of the group is still running. Zombies do not count: where PID 1 does
+ * not reap orphans (containers without an init), killed children stay zombies forever and
+ * kill(-pgid, 0) keeps succeeding. On Linux /proc tells them apart; elsewhere kill(0) decides.
+ */
+export async function groupIsRunning(pgid: number): Promise<boolean> {
+  if (!signalGroup(pgid, 0)) return false;
+  if (process.platform !== "linux") return true;
+  let pids: string[];
+  try {
+    pids = (await fs.readdir("/proc")).filter((n) => /^\d+$/.test(n));
+  } catch {
+    return true;
+  }
+  const states = await Promise.all(
+    pids.map(async (pid) => {
+      try {
+        const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8");
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        return Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X";
+      } catch {
+        return false;
+      }
+    }),
+  );
+  return states.some(Boolean);
+}
+
 async function waitGroupGone(pgid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
-  while (signalGroup(pgid, 0)) {
+  while (await groupIsRunning(pgid)) {
     if (Date.now() >= deadline) return false;
     await sleep(25);
   }
@@ -182,7 +212,7 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
   if (opts.signal?.aborted) return Promise.resolve({ ...empty(), aborted: true });
 
   return new Promise<RunResult>((resolve) => {
-    let child;
+    let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? process.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     } catch (err) {
@@ -229,8 +259,8 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
         if (text) opts.onOutput(stream, text);
       }
     };
-    child.stdout!.on("data", onData("stdout", stdout));
-    child.stderr!.on("data", onData("stderr", stderr));
+    child.stdout.on("data", onData("stdout", stdout));
+    child.stderr.on("data", onData("stderr", stderr));
 
     const finish = async () => {
       if (finished) return;
@@ -242,8 +272,8 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
         await terminate();
         liveGroups.delete(pid);
       }
-      child.stdout!.destroy();
-      child.stderr!.destroy();
+      child.stdout.destroy();
+      child.stderr.destroy();
       let exitCode: number | null = exit?.code ?? null;
       if (exitCode === null && exit?.signal) exitCode = 128 + (SIGNAL_NUMBERS[exit.signal] ?? 0);
       resolve({
@@ -264,8 +294,8 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
       openStreams--;
       if (openStreams === 0 && exit) void finish();
     };
-    child.stdout!.on("close", streamClosed);
-    child.stderr!.on("close", streamClosed);
+    child.stdout.on("close", streamClosed);
+    child.stderr.on("close", streamClosed);
 
     child.on("error", (err: NodeJS.ErrnoException) => {
       // Spawn failures (ENOENT, EACCES); errors after a successful spawn are not expected here.

@@ -1,5 +1,7 @@
 /** thread/* request handlers: thin, they validate (via Connection.handle) and call the runtime. */
+import path from "node:path";
 import type { AppContext } from "../../app-context.js";
+import { BUILTIN_TOOL_NAMES } from "../../tools/builtin.js";
 import { decodeCursor, ThreadNotFoundError } from "../../runtime/threads.js";
 import { TurnRequestError } from "../../runtime/turns.js";
 import type { Connection } from "../connection.js";
@@ -31,7 +33,12 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
   conn.handle("thread/start", async (p, { connection, responded }) => {
     if (p.modelProvider && !app.providers.has(p.modelProvider))
       throw invalidParams(`unknown modelProvider: ${p.modelProvider} (known: ${[...app.providers.ids()].join(", ")})`);
-    return runtime.startThread(p, connection, responded);
+    const names = (p.dynamicTools ?? []).map((t) => t.name);
+    const clash = names.find((n) => (BUILTIN_TOOL_NAMES as readonly string[]).includes(n));
+    if (clash) throw invalidParams(`Invalid params: dynamic tool ${clash} has the name of a built-in tool`);
+    const dup = names.find((n, i) => names.indexOf(n) !== i);
+    if (dup) throw invalidParams(`Invalid params: dynamic tool ${dup} is declared twice`);
+    return runtime.startThread({ ...p, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
   });
 
   conn.handle("thread/read", (p) =>

@@ -1,0 +1,215 @@
+/**
+ * The `shell` tool: `bash -lc <command>` in its own process group, as a `commandExecution` item
+ * with live output deltas, bounded output, a timeout, and approvals per policy and sandbox
+ * (see approval.ts for the rules and the no-OS-sandbox limitation).
+ */
+import { promises as fs } from "node:fs";
+import { z } from "zod";
+import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js";
+import type { CommandExecutionItem } from "../protocol/items.js";
+import { commandApprovalKey, decideCommand } from "./approval.js";
+import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
+import type { ToolContext } from "./context.js";
+import { defineTool } from "./define.js";
+import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, runProcess, truncateMiddle, type RunResult } from "./process.js";
+import { checkPath, realpathLoose } from "./workspace.js";
+
+export interface ShellOptions {
+  defaultTimeoutMs: number;
+  /** The most a call may ask for with timeout_ms. */
+  maxTimeoutMs: number;
+  /** Bytes kept per stream and for the item's aggregated output; also the most streamed as deltas. */
+  outputCapBytes: number;
+  /** Bytes of output the model gets back (head + tail). */
+  modelOutputBytes: number;
+  killGraceMs: number;
+}
+
+export const DEFAULT_SHELL_OPTIONS: ShellOptions = {
+  defaultTimeoutMs: 120_000,
+  maxTimeoutMs: 600_000,
+  outputCapBytes: DEFAULT_OUTPUT_CAP_BYTES,
+  modelOutputBytes: 32 * 1024,
+  killGraceMs: DEFAULT_KILL_GRACE_MS,
+};
+
+export const ShellArgs = z.object({
+  command: z.string().min(1, "must not be empty").describe("The command line, run with `bash -lc`."),
+  workdir: z.string().optional().describe("Working directory for the command, relative to the workspace root (default: the workspace root)."),
+  timeout_ms: z.number().positive().optional().describe("Timeout in milliseconds (default 120000, at most 600000). The whole process tree is killed when it expires."),
+});
+type CommandItem = z.infer<typeof CommandExecutionItem>;
+
+const DESCRIPTION = [
+  "Runs a shell command with `bash -lc` in the workspace and returns its exit code and output (stdout and stderr interleaved).",
+  "Long output is shortened to its beginning and end. Prefer read_file, list_dir and grep for reading and searching files, and apply_patch for editing them.",
+  "Background processes do not outlive the command.",
+].join(" ");
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} seconds`;
+
+function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampedFrom: number | null): string {
+  const lines: string[] = [];
+  if (run.timedOut) lines.push(`Command timed out after ${timeoutMs} ms; its whole process group was killed.`);
+  if (run.aborted) lines.push("Command was interrupted; its whole process group was killed.");
+  if (clampedFrom !== null) lines.push(`(timeout_ms ${clampedFrom} was capped at ${opts.maxTimeoutMs}.)`);
+  const code = run.exitCode;
+  let codeNote = "";
+  if (code === 127) codeNote = " (command not found)";
+  else if (code === 126) codeNote = " (permission denied or not executable)";
+  lines.push(`Exit code: ${code ?? "none"}${codeNote}`);
+  lines.push(`Wall time: ${seconds(run.durationMs)}`);
+  const shortened = truncateMiddle(run.combined.text, opts.modelOutputBytes);
+  const total = run.combined.totalBytes;
+  const cut = run.combined.omittedBytes > 0 || shortened.omittedBytes > 0;
+  lines.push(cut ? `Output (${total} bytes in total; the middle was omitted):` : "Output:");
+  lines.push(shortened.text === "" ? "(no output)" : shortened.text);
+  return lines.join("\n");
+}
+
+export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
+  const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+
+  return defineTool({
+    name: "shell",
+    description: DESCRIPTION,
+    schema: ShellArgs,
+    readOnly: false,
+    async run(args, _call, signal): Promise<ToolOutcome> {
+      // Where it runs.
+      let cwd = ctx.cwd;
+      let cwdReal: string;
+      let workdirObjection: string | null = null;
+      if (args.workdir !== undefined) {
+        const check = await checkPath(scope, args.workdir, "read");
+        if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
+        if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
+        cwd = check.path!;
+        cwdReal = check.real!;
+      } else {
+        cwdReal = await realpathLoose(ctx.cwd);
+      }
+      const st = await fs.stat(cwdReal).catch(() => null);
+      if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
+      if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
+
+      // Whether it may run.
+      const readOnly = isReadOnlyCommand(args.command);
+      let objection = workdirObjection;
+      if (objection === null && ctx.sandbox === "read-only" && !readOnly) {
+        objection = "the sandbox is read-only and this command is not on the read-only allow list";
+      }
+      if (objection === null && ctx.sandbox === "workspace-write") {
+        const writable = await checkPath(scope, cwdReal, "write");
+        if (!writable.ok) objection = `the working directory is outside the writable roots: ${writable.reason}`;
+      }
+      const key = commandApprovalKey(args.command);
+      let decision = decideCommand({ policy: ctx.approvalPolicy, sessionApproved: ctx.sessionApprovals.has(key), readOnly, sandboxObjection: objection });
+
+      let timeoutMs = opts.defaultTimeoutMs;
+      let clampedFrom: number | null = null;
+      if (args.timeout_ms !== undefined) {
+        timeoutMs = Math.max(1, Math.floor(args.timeout_ms));
+        if (timeoutMs > opts.maxTimeoutMs) {
+          clampedFrom = timeoutMs;
+          timeoutMs = opts.maxTimeoutMs;
+        }
+      }
+
+      const startedAtMs = Date.now();
+      const item: CommandItem = {
+        type: "commandExecution",
+        id: ctx.newItemId(),
+        pluginId: null,
+        scriptPath: null,
+        command: args.command,
+        cwd,
+        processId: null,
+        source: "agent",
+        status: "inProgress",
+        commandActions: parseCommandActions(args.command, cwd),
+        aggregatedOutput: null,
+        exitCode: null,
+        durationMs: null,
+        startedAtMs,
+      };
+      await ctx.startItem(item);
+      const complete = (patch: Partial<CommandItem>) =>
+        ctx.completeItem({ ...item, ...patch, completedAtMs: Date.now(), durationMs: patch.durationMs ?? Date.now() - startedAtMs });
+
+      if (decision.action === "ask") {
+        const answer = await ctx.requestApproval(
+          {
+            kind: "command",
+            params: {
+              kind: "command",
+              itemId: item.id,
+              startedAtMs,
+              environmentId: null,
+              reason: decision.reason,
+              command: args.command,
+              cwd,
+              commandActions: item.commandActions,
+            },
+          },
+          signal,
+        );
+        if (answer === "acceptForSession") ctx.sessionApprovals.add(key);
+        if (answer === "decline" || answer === "cancel") {
+          await complete({ status: "declined" });
+          const outcome = textOutcome(
+            answer === "cancel"
+              ? "The user cancelled this command; it was not run and the turn is ending."
+              : "The user declined to run this command; it was not run. Do not retry it unchanged; choose another approach or ask the user.",
+            true,
+          );
+          return answer === "cancel" ? { ...outcome, endTurn: true } : outcome;
+        }
+        decision = { action: "run" };
+      }
+      if (decision.action === "refuse") {
+        await complete({ status: "declined" });
+        return textOutcome(
+          `Refused to run this command: ${decision.reason}. The approval policy is "never", so approval cannot be requested; work within the sandbox (${ctx.sandbox}).`,
+          true,
+        );
+      }
+
+      // Run it.
+      let streamed = 0;
+      const run = await runProcess({
+        file: "bash",
+        args: ["-lc", args.command],
+        cwd: cwdReal,
+        env: { ...process.env, PAGER: "cat", GIT_PAGER: "cat" },
+        timeoutMs,
+        outputCapBytes: opts.outputCapBytes,
+        killGraceMs: opts.killGraceMs,
+        signal,
+        onSpawn: (pid) => {
+          item.processId = String(pid);
+        },
+        onOutput: (_stream, text) => {
+          if (streamed >= opts.outputCapBytes) return;
+          streamed += Buffer.byteLength(text);
+          ctx.outputDelta(item.id, text);
+        },
+      });
+
+      if (run.spawnError) {
+        await complete({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs });
+        return textOutcome(`Could not start the command: ${run.spawnError.message}`, true);
+      }
+      const exitCode = run.timedOut ? 124 : run.exitCode;
+      const ok = exitCode === 0 && !run.aborted;
+      await complete({
+        status: ok ? "completed" : "failed",
+        aggregatedOutput: run.combined.text,
+        exitCode,
+        durationMs: run.durationMs,
+      });
+      return textOutcome(modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), !ok);
+    },
+  });
+}
