@@ -62,6 +62,11 @@ create table items (
   payload         jsonb not null,         -- the ThreadItem as sent on the wire
   started_at_ms   bigint not null,
   completed_at_ms bigint,
+  -- The model's tool-call id for tool items: how a restarted process matches items to calls.
+  call_id         text,
+  -- The server request (approval) this item waits on, if any: {method, params}. A process
+  -- restarted while it waits restores the turn and asks again instead of failing it.
+  pending_request jsonb,
   unique (turn_id, ordinal)
 );
 

@@ -17,7 +17,7 @@ import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { ThreadRuntime } from "./runtime/threads.js";
-import { recoverInterruptedTurns } from "./runtime/recovery.js";
+import { recoverInterruptedTurns, type RecoveryResult } from "./runtime/recovery.js";
 import { TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { TurnStore } from "./store/turn-store.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
@@ -134,8 +134,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
 
   const store = new ThreadStore(db.sql);
+  let recovery: RecoveryResult;
   try {
-    await recoverInterruptedTurns(store, log.child({ component: "recovery" }));
+    recovery = await recoverInterruptedTurns(store, log.child({ component: "recovery" }));
   } catch (err) {
     await db.close();
     await ws?.close();
@@ -183,6 +184,10 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
     turnsOf: (threadId) => turns.turnsOf(threadId),
   };
+
+  for (const r of recovery.restorable) {
+    await turns.restore(r).catch((err) => log.error({ err, threadId: r.threadId, turnId: r.turnId }, "could not restore a waiting turn"));
+  }
 
   let stdio: { close(): void } | null = null;
   if (listen.kind === "stdio") {

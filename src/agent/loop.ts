@@ -62,7 +62,16 @@ export interface LoopConfig {
   /** Bound on concurrently running read-only tools. */
   maxParallelTools: number;
   signal: AbortSignal;
+  /**
+   * Resuming a turn a previous process left waiting (on an approval): the last assistant
+   * message's calls that have no result yet, run before the first model call. Calls in
+   * `notRerun` had started before the restart; they get a "not executed again" result instead
+   * (a tool whose side effects may have happened is never run twice).
+   */
+  resumeToolCalls?: { calls: ToolCallBlock[]; notRerun: ReadonlySet<string> };
 }
+
+export const NOT_RERUN_RESULT = "Tool call was interrupted by a server restart while it ran; it was not run again. Check its effects before retrying.";
 
 export interface LoopResult {
   stopReason: LoopStopReason;
@@ -100,6 +109,12 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
     let history: Message[] = [...config.history];
     const { signal } = config;
     let compacted = false;
+
+    if (config.resumeToolCalls) {
+      const { calls, notRerun } = config.resumeToolCalls;
+      const ended = await runToolCalls(config, hooks, calls, history, notRerun);
+      if (ended === "interrupted") return result("interrupted");
+    }
 
     for (;;) {
       if (signal.aborted) return result("interrupted");
@@ -190,7 +205,13 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
  * Runs one assistant message's tool calls: consecutive read-only calls concurrently (bounded),
  * others alone; results appended and emitted in call order.
  */
-async function runToolCalls(config: LoopConfig, hooks: LoopHooks, calls: ToolCallBlock[], history: Message[]): Promise<"continue" | "interrupted"> {
+async function runToolCalls(
+  config: LoopConfig,
+  hooks: LoopHooks,
+  calls: ToolCallBlock[],
+  history: Message[],
+  notRerun: ReadonlySet<string> = new Set(),
+): Promise<"continue" | "interrupted"> {
   const { signal, tools } = config;
   let endTurn = false;
   let i = 0;
@@ -198,12 +219,15 @@ async function runToolCalls(config: LoopConfig, hooks: LoopHooks, calls: ToolCal
     // A group: one write call, or a run of consecutive read-only calls.
     const first = tools.get(calls[i]!.name);
     let j = i + 1;
-    if (first?.readOnly) while (j < calls.length && j - i < config.maxParallelTools && tools.get(calls[j]!.name)?.readOnly) j++;
+    if (first?.readOnly && !notRerun.has(calls[i]!.id))
+      while (j < calls.length && j - i < config.maxParallelTools && tools.get(calls[j]!.name)?.readOnly && !notRerun.has(calls[j]!.id)) j++;
     const group = calls.slice(i, j);
     i = j;
 
     let outcomes: ToolResultMessage[];
-    if (signal.aborted || endTurn) {
+    if (group.every((c) => notRerun.has(c.id))) {
+      outcomes = group.map((c) => syntheticResult(c, NOT_RERUN_RESULT));
+    } else if (signal.aborted || endTurn) {
       outcomes = group.map((c) => syntheticResult(c, INTERRUPTED_RESULT));
     } else if (hooks.hasSteering()) {
       outcomes = group.map((c) => syntheticResult(c, STEERED_RESULT));

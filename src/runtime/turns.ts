@@ -7,7 +7,8 @@
  * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
  */
 import type { TransactionSql } from "postgres";
-import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage, type UserMessage } from "../agent/messages.js";
+import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type Usage, type UserMessage } from "../agent/messages.js";
+import type { RestorableTurn } from "./recovery.js";
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
@@ -25,6 +26,7 @@ import { repairToolPairs } from "../agent/repair.js";
 import { uuidv7 } from "../ids.js";
 import type { ItemRecord, ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { z } from "zod";
 import type { ApprovalRequest, ToolContext } from "../tools/context.js";
 import { CommandExecutionApprovalDecision, type ApprovalDecision } from "../protocol/tools.js";
@@ -85,6 +87,10 @@ class ActiveTurn implements ActiveTurnHandle {
   ordinal = 0;
   /** Approval requests out right now (the thread shows waitingOnApproval while > 0). */
   pendingApprovals = 0;
+  /** Restored after a restart: call id → the item id recorded for it before the restart. */
+  readonly restoredItems = new Map<string, string>();
+  /** Item ids whose item/started is already recorded (restored), so starting them again is a no-op. */
+  readonly alreadyRecorded = new Set<string>();
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   /** False once the turn is ending: turn/steer is refused from then on. */
@@ -111,6 +117,9 @@ class ActiveTurn implements ActiveTurnHandle {
     this.rejectRecorded(err);
   }
 }
+
+/** The tool call whose execution is running (see toolsFor). */
+const currentCall = new AsyncLocalStorage<string>();
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 const statusFor: Record<TurnStopReason, TurnStatus> = {
@@ -332,7 +341,12 @@ export class TurnRunner {
 
   // ---- running -----------------------------------------------------------------------------
 
-  private async run(thread: LoadedThread, turn: ActiveTurn, mode: "agent" | "compact" = "agent"): Promise<void> {
+  private async run(
+    thread: LoadedThread,
+    turn: ActiveTurn,
+    mode: "agent" | "compact" = "agent",
+    resumeToolCalls?: { calls: ToolCallBlock[]; notRerun: ReadonlySet<string> },
+  ): Promise<void> {
     let result: LoopResult;
     const signal = turn.abort.signal;
     try {
@@ -358,7 +372,7 @@ export class TurnRunner {
           usage: emptyUsage(),
         };
       } else {
-        if (this.needsAutoCompaction(thread)) await compact(signal);
+        if (!resumeToolCalls && this.needsAutoCompaction(thread)) await compact(signal);
         result = await runAgentLoop(
           {
             provider,
@@ -369,6 +383,7 @@ export class TurnRunner {
             retry: this.settings.retry,
             maxParallelTools: this.settings.maxParallelTools,
             signal,
+            ...(resumeToolCalls ? { resumeToolCalls } : {}),
           },
           {
             emit: (e) => this.onLoopEvent(thread, turn, e),
@@ -436,6 +451,34 @@ export class TurnRunner {
     return [...thread.history!];
   }
 
+  /**
+   * Restores a turn that was waiting on an approval when the previous process died (see
+   * recovery.ts): the calls of its last model message that have no result run again — the one
+   * that waited asks again under its recorded item id, calls that had started are not re-run —
+   * and then the loop goes on as usual. The request reaches clients when they resume the thread.
+   */
+  async restore(r: RestorableTurn): Promise<void> {
+    const thread = await this.runtime.load(r.threadId);
+    const record = await this.turns.getTurn(r.turnId);
+    if (!record || thread.activeTurn) return;
+    await this.ensureHistory(thread);
+    const turn = new ActiveTurn(record.id, record.startedAtMs, record.clientUserMessageId);
+    turn.ordinal = record.ordinal;
+    turn.nextItemOrdinal = await this.turns.countItems(record.id);
+    turn.restoredItems.set(r.callId, r.itemId);
+    thread.activeTurn = turn;
+    const history = thread.history!;
+    let last = history.length - 1;
+    while (last >= 0 && history[last]!.role !== "assistant") last--;
+    const assistant = history[last] as AssistantMessage | undefined;
+    const answered = new Set(history.slice(last + 1).flatMap((m) => (m.role === "toolResult" ? [m.toolCallId] : [])));
+    const calls = (assistant?.content ?? []).filter((b): b is ToolCallBlock => b.type === "toolCall" && !answered.has(b.id));
+    const started = await this.turns.startedCallIds(record.id);
+    started.delete(r.callId);
+    await this.runtime.setStatus(thread, { type: "active", activeFlags: [] });
+    turn.finished = this.run(thread, turn, "agent", { calls, notRerun: started });
+  }
+
   /** thread/compact/start: a turn of its own whose only item is the contextCompaction. */
   async compactThread(threadId: string, requester: Subscriber): Promise<void> {
     const thread = await this.runtime.load(threadId);
@@ -473,6 +516,9 @@ export class TurnRunner {
     for (const tool of builtinTools(ctx)) tools.set(tool.spec.name, tool);
     // thread/start rejects dynamic tools named like built-ins, so nothing is replaced here.
     for (const spec of thread.record.dynamicTools) tools.set(spec.name, dynamicTool(spec, ctx));
+    // Each execution runs in the scope of its call id, so items are recorded with the call they
+    // belong to (how a restarted process matches items to the model's calls).
+    for (const [name, tool] of tools) tools.set(name, { ...tool, execute: (call, signal) => currentCall.run(call.id, () => tool.execute(call, signal)) });
     return tools;
   }
 
@@ -484,8 +530,16 @@ export class TurnRunner {
       sandbox: thread.record.sandbox,
       approvalPolicy: thread.record.approvalPolicy,
       sessionApprovals: thread.sessionApprovals,
-      newItemId: () => uuidv7(),
-      startItem: (item) => this.recordItemStarted(thread, turn, item),
+      newItemId: () => {
+        // A restored turn re-runs the call that waited on approval under its recorded item id.
+        const call = currentCall.getStore();
+        const restored = call === undefined ? undefined : turn.restoredItems.get(call);
+        if (restored === undefined) return uuidv7();
+        turn.restoredItems.delete(call!);
+        turn.alreadyRecorded.add(restored);
+        return restored;
+      },
+      startItem: (item) => (turn.alreadyRecorded.delete(item.id) ? Promise.resolve() : this.recordItemStarted(thread, turn, item)),
       completeItem: (item) => this.recordItemCompleted(thread, turn, [item]),
       outputDelta: (itemId, delta) => this.runtime.publishLive(thread, "item/commandExecution/outputDelta", { ...base, itemId, delta }),
       diffUpdated: async (diff) => {
@@ -512,7 +566,10 @@ export class TurnRunner {
       ...(request.kind === "command" ? { availableDecisions: ["accept", "acceptForSession", "decline", "cancel"] } : {}),
     };
     turn.pendingApprovals++;
-    if (turn.pendingApprovals === 1) await this.runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] });
+    // Recorded with the status change: a process restarted now restores the wait (recovery.ts).
+    const markPending = (tx: TransactionSql) => this.turns.setPendingRequest(tx, request.params.itemId, { method, params });
+    if (turn.pendingApprovals === 1) await this.runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] }, markPending);
+    else await this.runtime.commit(thread, [], markPending);
     const timeout = this.settings.approvalTimeoutMs;
     const waitSignal = timeout ? AbortSignal.any([signal, AbortSignal.timeout(timeout)]) : signal;
     let decision: ApprovalDecision;
@@ -530,9 +587,10 @@ export class TurnRunner {
     } finally {
       turn.pendingApprovals--;
     }
+    const clearPending = (tx: TransactionSql) => this.turns.setPendingRequest(tx, request.params.itemId, null);
     if (turn.pendingApprovals === 0 && thread.activeTurn === turn && !signal.aborted) {
-      await this.runtime.setStatus(thread, { type: "active", activeFlags: [] });
-    }
+      await this.runtime.setStatus(thread, { type: "active", activeFlags: [] }, clearPending);
+    } else await this.runtime.commit(thread, [], clearPending);
     return decision;
   }
 
@@ -729,7 +787,7 @@ export class TurnRunner {
       // recovery would take it for unfinished and "close" it again with a new item/completed.
       completedAtMs: status === "inProgress" ? null : (item.completedAtMs ?? now),
     };
-    return this.turns.insertItem(tx, record);
+    return this.turns.insertItem(tx, { ...record, callId: currentCall.getStore() ?? null });
   }
 
   // ---- the end of a turn -------------------------------------------------------------------
@@ -833,12 +891,14 @@ export class TurnRunner {
     if (active) await active.finished;
   }
 
-  /** Interrupts every running turn and waits for them to end (shutdown). */
+  /** Interrupts every running turn and waits for them to end (shutdown), except those waiting on approval. */
   async interruptAll(): Promise<void> {
     const running: Promise<void>[] = [];
     for (const thread of this.runtime.loaded.values()) {
       const active = thread.activeTurn as ActiveTurn | null;
-      if (active) {
+      // A turn waiting on an approval is left recorded as waiting: the next start restores it
+      // and asks again, so a planned restart does not throw the user's pending decision away.
+      if (active && active.pendingApprovals === 0) {
         active.abort.abort();
         running.push(active.finished);
       }

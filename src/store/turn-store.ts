@@ -40,10 +40,26 @@ export class TurnStore {
     return rows[0] ?? null;
   }
 
-  async insertItem(q: Queryable, i: Omit<ItemRecord, "completedAtMs">): Promise<void> {
+  async insertItem(q: Queryable, i: Omit<ItemRecord, "completedAtMs"> & { completedAtMs?: number | null; callId?: string | null }): Promise<void> {
     await q`
-      insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
-      values (${i.id}, ${i.threadId}, ${i.turnId}, ${i.ordinal}, ${i.type}, ${i.status}, ${json(q, i.payload)}, ${i.startedAtMs})`;
+      insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms, completed_at_ms, call_id)
+      values (${i.id}, ${i.threadId}, ${i.turnId}, ${i.ordinal}, ${i.type}, ${i.status}, ${json(q, i.payload)}, ${i.startedAtMs}, ${i.completedAtMs ?? null}, ${i.callId ?? null})`;
+  }
+
+  /** Marks an item as waiting on a server request (null: no longer waiting). */
+  async setPendingRequest(q: Queryable, itemId: string, request: { method: string; params: object } | null): Promise<void> {
+    await q`update items set pending_request = ${request === null ? null : json(q, request)} where id = ${itemId}`;
+  }
+
+  async countItems(turnId: string): Promise<number> {
+    const [row] = await this.sql<{ n: number }[]>`select coalesce(max(ordinal) + 1, 0)::int as n from items where turn_id = ${turnId}`;
+    return row!.n;
+  }
+
+  /** Call ids of a turn's tool items (calls that had started). */
+  async startedCallIds(turnId: string): Promise<Set<string>> {
+    const rows = await this.sql<{ callId: string }[]>`select call_id from items where turn_id = ${turnId} and call_id is not null`;
+    return new Set(rows.map((r) => r.callId));
   }
 
   async completeItem(q: Queryable, id: string, payload: ThreadItem, status: string | null, completedAtMs: number): Promise<void> {
