@@ -5,8 +5,27 @@
  */
 import { z } from "zod";
 
-/** JSON value, as carried in `config`, tool arguments and JSON Schemas. */
-export const JsonValue: z.ZodType<unknown> = z.unknown().meta({ id: "JsonValue" });
+export const MAX_JSON_DEPTH = 64;
+
+/** Nesting depth of a JSON value, without recursion (a hostile value must not blow the stack). */
+export function jsonDepth(value: unknown, limit = MAX_JSON_DEPTH): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    if (d > max) max = d;
+    if (max > limit) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+/** JSON value, as carried in `config`, tool arguments and JSON Schemas; nesting is bounded. */
+export const JsonValue: z.ZodType<unknown> = z
+  .unknown()
+  .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, { message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` })
+  .meta({ id: "JsonValue" });
 
 export const AskForApproval = z
   .union([

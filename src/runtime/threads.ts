@@ -425,7 +425,10 @@ export class ThreadRuntime {
     if (thread.subscribers.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
     this.loaded.delete(thread.id);
     if (thread.record.ephemeral) {
-      void this.store.deleteThreads([thread.id]).catch((err) => this.log.warn({ err, threadId: thread.id }, "could not delete ephemeral thread"));
+      // Through the thread's own pipeline: its insert may still be committing on another connection.
+      void thread
+        .enqueue(() => this.store.deleteThreads([thread.id]))
+        .catch((err) => this.log.warn({ err, threadId: thread.id }, "could not delete ephemeral thread"));
     }
   }
 

@@ -131,6 +131,19 @@ export class ThreadStore {
       where thread_id = ${threadId} and seq > ${afterSeq} order by seq limit ${limit}`;
   }
 
+  /**
+   * Input tokens of the thread's last model call as its event log tells (0 when a compaction came
+   * after it, or when there was none): what auto-compaction looks at when a thread is loaded again.
+   */
+  async lastInputTokens(threadId: string): Promise<number> {
+    const [row] = await this.sql<{ method: string; params: { tokenUsage?: { last?: { inputTokens?: number } } } }[]>`
+      select method, params from thread_events
+      where thread_id = ${threadId}
+        and (method = 'thread/tokenUsage/updated' or (method = 'item/completed' and params->'item'->>'type' = 'contextCompaction'))
+      order by seq desc limit 1`;
+    return row?.method === "thread/tokenUsage/updated" ? (row.params.tokenUsage?.last?.inputTokens ?? 0) : 0;
+  }
+
   async listThreads(query: ThreadListQuery): Promise<ThreadListPage> {
     const sql = this.sql;
     const col = query.sortKey === "updated_at" ? sql`updated_at_ms` : sql`created_at_ms`;
@@ -147,7 +160,7 @@ export class ThreadStore {
       : sql``;
     const order = desc ? sql`order by ${col} desc, id desc` : sql`order by ${col} asc, id asc`;
     const search = query.searchTerm
-      ? sql`and (coalesce(name, '') || ' ' || preview) ilike ${"%" + likeLiteral(query.searchTerm) + "%"}`
+      ? sql`and (name ilike ${"%" + likeLiteral(query.searchTerm) + "%"} or preview ilike ${"%" + likeLiteral(query.searchTerm) + "%"})`
       : sql``;
     const rows = await sql<ThreadRecord[]>`
       select * from threads
