@@ -1,4 +1,5 @@
 /** What request handlers need, in one place: built once per server by src/server.ts. */
+import type { ServerLimits } from "./config.js";
 import type { Logger } from "./log.js";
 import type { Turn } from "./protocol/thread.js";
 import type { Model } from "./protocol/session.js";
@@ -19,6 +20,7 @@ export interface AppContext {
   readonly runtime: ThreadRuntime;
   readonly providers: ProviderCatalog;
   readonly turns: TurnRunner;
+  readonly limits: ServerLimits;
   /** What model/list reports. */
   readonly models: Model[];
   /** The stored turns of a thread with their items (thread/read includeTurns). */

@@ -1,4 +1,5 @@
 /** Server configuration from flags with environment fallbacks (DESIGN.md §10). */
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -19,7 +20,41 @@ export interface ServerConfig {
   modelProvider: string;
   model: string;
   maxFrameBytes: number;
+  /** Clients must send `Authorization: Bearer <token>` when set. */
+  authToken?: string | null;
+  /** Allow a non-loopback listen address without a token (explicit opt-out). */
+  insecureNoAuth?: boolean;
+  /** Origins allowed for browser connections besides the server's own (exact match). */
+  allowedOrigins?: string[];
+  limits?: Partial<ServerLimits>;
 }
+
+export interface ServerLimits {
+  /** Open WebSocket connections; more are refused with HTTP 503. */
+  maxConnections: number;
+  /** Turns running at once across the server; turn/start beyond it gets -32001. */
+  maxConcurrentTurns: number;
+  /** Bytes of user input per turn/start or turn/steer. */
+  maxInputBytes: number;
+  /** Per-connection ingress: requests handled at once, and the request rate. */
+  maxInFlightRequests: number;
+  requestsPerSecond: number;
+  requestBurst: number;
+  /** Per-connection egress: queue above this, close with 1013 above the hard cap. */
+  outboundHighWaterBytes: number;
+  outboundMaxBytes: number;
+}
+
+export const DEFAULT_LIMITS: ServerLimits = {
+  maxConnections: 1000,
+  maxConcurrentTurns: 256,
+  maxInputBytes: 1024 * 1024,
+  maxInFlightRequests: 64,
+  requestsPerSecond: 200,
+  requestBurst: 400,
+  outboundHighWaterBytes: 1024 * 1024,
+  outboundMaxBytes: 32 * 1024 * 1024,
+};
 
 export type Listen = { kind: "ws"; host: string; port: number } | { kind: "stdio" };
 
@@ -50,8 +85,32 @@ export const SERVE_OPTIONS = {
   "model-provider": { type: "string" },
   model: { type: "string" },
   "max-frame-bytes": { type: "string" },
+  "auth-token-file": { type: "string" },
+  "insecure-no-auth": { type: "boolean" },
+  "allowed-origin": { type: "string", multiple: true },
+  "max-connections": { type: "string" },
+  "max-concurrent-turns": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
+
+function positiveInt(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`invalid ${name}: ${raw} (expected a positive integer)`);
+  return n;
+}
+
+function readToken(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(`cannot read auth token file ${file}: ${(err as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  const token = text.trim();
+  if (token.length < 16) throw new ConfigError(`auth token in ${file} is too short (use at least 16 characters)`);
+  return token;
+}
 
 export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): ServerConfig {
   const { values } = parseArgs({ args: argv, options: SERVE_OPTIONS, allowPositionals: false, strict: true });
@@ -69,10 +128,33 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     modelProvider,
     model: values.model ?? env.APP_SERVER_MODEL ?? DEFAULT_MODELS[modelProvider]!,
     maxFrameBytes,
+    authToken: null,
+    insecureNoAuth: values["insecure-no-auth"] ?? env.APP_SERVER_INSECURE_NO_AUTH === "1",
+    allowedOrigins: values["allowed-origin"] ?? (env.APP_SERVER_ALLOWED_ORIGINS ? env.APP_SERVER_ALLOWED_ORIGINS.split(",").map((o) => o.trim()).filter(Boolean) : []),
+    limits: Object.fromEntries(
+      Object.entries({
+        maxConnections: positiveInt("max connections", values["max-connections"] ?? env.APP_SERVER_MAX_CONNECTIONS),
+        maxConcurrentTurns: positiveInt("max concurrent turns", values["max-concurrent-turns"] ?? env.APP_SERVER_MAX_CONCURRENT_TURNS),
+        maxInputBytes: positiveInt("max input bytes", env.APP_SERVER_MAX_INPUT_BYTES),
+        maxInFlightRequests: positiveInt("max in-flight requests", env.APP_SERVER_MAX_INFLIGHT_REQUESTS),
+        requestsPerSecond: positiveInt("requests per second", env.APP_SERVER_REQUESTS_PER_SECOND),
+        outboundMaxBytes: positiveInt("outbound buffer limit", env.APP_SERVER_OUTBOUND_MAX_BYTES),
+      }).filter(([, v]) => v !== undefined),
+    ),
   };
+  const tokenFile = values["auth-token-file"] ?? env.APP_SERVER_AUTH_TOKEN_FILE;
+  if (tokenFile) config.authToken = readToken(tokenFile);
+  else if (env.APP_SERVER_AUTH_TOKEN) {
+    if (env.APP_SERVER_AUTH_TOKEN.trim().length < 16) throw new ConfigError("APP_SERVER_AUTH_TOKEN is too short (use at least 16 characters)");
+    config.authToken = env.APP_SERVER_AUTH_TOKEN.trim();
+  }
+  for (const origin of config.allowedOrigins!) {
+    if (!/^https?:\/\/[^/]+$/.test(origin)) throw new ConfigError(`invalid allowed origin: ${origin} (expected scheme://host[:port])`);
+  }
   const listen = parseListen(config.listen);
-  // Auth arrives with the hardening work; until then only loopback is allowed.
-  if (listen.kind === "ws" && !isLoopback(listen.host))
-    throw new ConfigError(`refusing to listen on non-loopback address ${listen.host}: authentication is not configured`);
+  if (listen.kind === "ws" && !isLoopback(listen.host) && !config.authToken && !config.insecureNoAuth)
+    throw new ConfigError(
+      `refusing to listen on non-loopback address ${listen.host} without authentication: set --auth-token-file or APP_SERVER_AUTH_TOKEN (or --insecure-no-auth)`,
+    );
   return config;
 }

@@ -5,7 +5,8 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { AppContext } from "./app-context.js";
-import { DEFAULT_MODELS, parseListen, type ServerConfig } from "./config.js";
+import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
+import { Metrics } from "./metrics.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
 import { Connection } from "./rpc/connection.js";
 import { registerSessionHandlers } from "./rpc/handlers/session.js";
@@ -100,8 +101,14 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const connections = new Set<Connection>();
   let app: AppContext | undefined;
 
-  const accept = (send: (text: string) => void, closeSocket?: (code: number, reason: string) => void) => {
-    const conn = new Connection(send, log.child({ component: "rpc" }));
+  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const metrics = new Metrics();
+  const accept = (send: (text: string, message?: Record<string, unknown>) => void, closeSocket?: (code: number, reason: string) => void) => {
+    const conn = new Connection(send, log.child({ component: "rpc" }), {
+      maxInFlightRequests: limits.maxInFlightRequests,
+      requestsPerSecond: limits.requestsPerSecond,
+      requestBurst: limits.requestBurst,
+    });
     connections.add(conn);
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
@@ -167,13 +174,17 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       retry: DEFAULT_RETRY,
       maxParallelTools: 4,
       shell: "bash",
+      maxConcurrentTurns: limits.maxConcurrentTurns,
       ...(Number.isSafeInteger(contextWindow) && contextWindow > 0 ? { contextWindow } : {}),
       autoCompactShare: autoCompactShare > 0 && autoCompactShare <= 1 ? autoCompactShare : 0.8,
       ...opts.turns,
     },
     log.child({ component: "turns" }),
+    metrics,
   );
+  runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
   app = {
+    limits,
     version: VERSION,
     home: opts.home,
     defaultCwd,

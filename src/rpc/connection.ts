@@ -6,7 +6,7 @@ import type { z } from "zod";
 import { clientRequests, type ClientRequestMethod, type ParamsOf, type ResultOf } from "../protocol/methods.js";
 import type { Subscriber } from "../runtime/threads.js";
 import { invalidRequest, paramsError } from "./errors.js";
-import { RpcPeer, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
+import { RpcPeer, type PeerLimits, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
 
 let nextConnectionId = 1;
 
@@ -23,8 +23,8 @@ export class Connection implements Subscriber {
   private optOut = new Set<string>();
   private closeListeners: Array<() => void> = [];
 
-  constructor(send: SendText, readonly log: PeerLogger) {
-    this.peer = new RpcPeer(send, log);
+  constructor(send: SendText, readonly log: PeerLogger, limits?: PeerLimits) {
+    this.peer = new RpcPeer(send, log, limits);
     this.peer.setGate((method) => {
       if (method === "initialize") return this.initialized ? invalidRequest("Already initialized") : null;
       return this.initialized ? null : invalidRequest("Not initialized");

@@ -27,8 +27,22 @@ export interface PeerLogger {
   debug(obj: object, msg: string): void;
 }
 
-/** What a transport provides: send one message (one frame / one line). */
-export type SendText = (text: string) => void;
+/**
+ * What a transport provides: send one message (one frame / one line). `message` is the object
+ * behind `text`, for transports that buffer and may merge deltas (see transport/outbound.ts).
+ */
+export type SendText = (text: string, message?: Record<string, unknown>) => void;
+
+/** Ingress limits per connection (DESIGN.md §10: -32001 "Server overloaded; retry later"). */
+export interface PeerLimits {
+  /** Requests being handled at once; more are answered -32001. */
+  maxInFlightRequests: number;
+  /** Sustained requests per second (token bucket) and the burst allowed above it. */
+  requestsPerSecond: number;
+  requestBurst: number;
+}
+
+export const DEFAULT_PEER_LIMITS: PeerLimits = { maxInFlightRequests: 64, requestsPerSecond: 200, requestBurst: 400 };
 
 export interface RequestContext {
   id: RequestId;
@@ -67,10 +81,16 @@ export class RpcPeer {
   /** Messages received whose handling (and response, if any) has not finished yet. */
   private readonly inFlight = new Set<Promise<void>>();
 
+  private activeRequests = 0;
+  private tokens: number;
+  private tokensAt = Date.now();
+
   constructor(
     private readonly sendText: SendText,
     private readonly log: PeerLogger,
+    private readonly limits: PeerLimits = DEFAULT_PEER_LIMITS,
   ) {
+    this.tokens = limits.requestBurst;
     this.client = new JSONRPCClient<void>((payload) => {
       if (!this.open) throw new Error("connection closed");
       this.write(payload);
@@ -226,15 +246,31 @@ export class RpcPeer {
     }
   }
 
+  /** Token bucket: refills at requestsPerSecond up to requestBurst. */
+  private takeToken(): boolean {
+    const now = Date.now();
+    this.tokens = Math.min(this.limits.requestBurst, this.tokens + ((now - this.tokensAt) / 1000) * this.limits.requestsPerSecond);
+    this.tokensAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
   private async dispatchRequest(id: RequestId, method: string, params: unknown, responded: Promise<void>): Promise<Obj> {
+    if (!this.takeToken()) return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "rateLimited" });
+    if (this.activeRequests >= this.limits.maxInFlightRequests)
+      return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "tooManyInFlightRequests", limit: this.limits.maxInFlightRequests });
     const rejected = this.gate(method);
     if (rejected) return errorResponse(id, rejected.code, rejected.message, rejected.data);
     const request: JSONRPCRequest = { jsonrpc: "2.0", id, method, ...(params !== undefined ? { params } : {}) };
+    this.activeRequests++;
     try {
       const res = await this.server.receive(request, { id, responded });
       return (res as Obj | null) ?? errorResponse(id, ErrorCode.InternalError, "Internal error");
     } catch (err) {
       return this.mapError(id, err) as unknown as Obj;
+    } finally {
+      this.activeRequests--;
     }
   }
 
@@ -250,6 +286,6 @@ export class RpcPeer {
     const withVersion = Array.isArray(payload)
       ? payload.map((p) => ({ jsonrpc: "2.0", ...(p as Obj) }))
       : { jsonrpc: "2.0", ...(payload as Obj) };
-    this.sendText(JSON.stringify(withVersion));
+    this.sendText(JSON.stringify(withVersion), Array.isArray(withVersion) ? undefined : withVersion);
   }
 }

@@ -132,6 +132,8 @@ export function decodeCursor(text: string): ThreadCursor | null {
 
 export class ThreadRuntime {
   readonly loaded = new Map<string, LoadedThread>();
+  /** Observes record-before-publish transaction times (metrics). */
+  onCommit?: (seconds: number) => void;
 
   constructor(
     readonly store: ThreadStore,
@@ -161,11 +163,13 @@ export class ThreadRuntime {
     });
     const reservation = thread.seq.reservationNeeded();
     const committed = thread.enqueue(async () => {
+      const t0 = performance.now();
       await this.store.transaction(async (tx) => {
         if (write) await write(tx);
         await this.store.insertEvents(tx, thread.id, stamped);
         if (reservation !== null) await this.store.reserveSeq(tx, thread.id, reservation);
       });
+      this.onCommit?.((performance.now() - t0) / 1000);
     });
     // Publication is a step of its own so later events wait for it, but failures do not block them.
     void thread.enqueue(async () => {

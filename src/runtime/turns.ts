@@ -9,6 +9,7 @@
 import type { TransactionSql } from "postgres";
 import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type Usage, type UserMessage } from "../agent/messages.js";
 import type { RestorableTurn } from "./recovery.js";
+import type { TurnObserver } from "../metrics.js";
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
@@ -50,7 +51,21 @@ export interface TurnSettings {
   contextWindow?: number;
   /** Compact before a turn when the last call's input passed this share of the window (default 0.8). */
   autoCompactShare?: number;
+  /** Turns running at once in this process; more are refused (OverloadedError). */
+  maxConcurrentTurns?: number;
 }
+
+/** The server is at a capacity limit (answered -32001 "Server overloaded; retry later"). */
+export class OverloadedError extends Error {}
+
+const NO_OBSERVER: TurnObserver = {
+  turnStarted() {},
+  turnEnded() {},
+  modelCall() {},
+  tokens() {},
+  approvalsPending() {},
+  commitSeconds() {},
+};
 
 export const COMPACTION_PROMPT = `Summarize the conversation so far so that the work can continue from the summary alone.
 Keep: the user's goals and constraints, decisions made, files and commands involved, what is done, what failed, and what remains.
@@ -87,6 +102,8 @@ class ActiveTurn implements ActiveTurnHandle {
   ordinal = 0;
   /** Approval requests out right now (the thread shows waitingOnApproval while > 0). */
   pendingApprovals = 0;
+  /** performance.now() when the current model call started (metrics). */
+  modelCallStartedAt = 0;
   /** Restored after a restart: call id → the item id recorded for it before the restart. */
   readonly restoredItems = new Map<string, string>();
   /** Item ids whose item/started is already recorded (restored), so starting them again is a no-op. */
@@ -152,7 +169,26 @@ export class TurnRunner {
     private readonly providers: ProviderPool,
     private readonly settings: TurnSettings,
     private readonly log: RuntimeLogger,
+    private readonly observer: TurnObserver = NO_OBSERVER,
   ) {}
+
+  /** Turns running in this process (start, compact and restored ones). */
+  private running = 0;
+
+  /** Refuses new work past the server-wide limit (answered -32001 by the handlers). */
+  private checkCapacity(): void {
+    const limit = this.settings.maxConcurrentTurns;
+    if (limit !== undefined && this.running >= limit) throw new OverloadedError(`too many turns running (limit ${limit}); retry later`);
+  }
+
+  /** Bookkeeping around a turn's background run. */
+  private launch(thread: LoadedThread, turn: ActiveTurn, run: () => Promise<void>): void {
+    this.running++;
+    this.observer.turnStarted();
+    turn.finished = run().finally(() => {
+      this.running--;
+    });
+  }
 
   private get threads() {
     return this.runtime.store;
@@ -179,6 +215,7 @@ export class TurnRunner {
       return { turn: view };
     }
     if (running) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${running.id})`);
+    this.checkCapacity();
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, p.clientUserMessageId ?? null);
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
@@ -245,7 +282,7 @@ export class TurnRunner {
       thread.record = updated;
       thread.status = active;
       thread.turnCount++;
-      turn.finished = this.run(thread, turn);
+      this.launch(thread, turn, () => this.run(thread, turn));
       turn.recordedAs(view);
       return { turn: view };
     } catch (err) {
@@ -272,14 +309,18 @@ export class TurnRunner {
 
   async ensureHistory(thread: LoadedThread): Promise<void> {
     if (thread.history && thread.entries) return;
-    const [entries, messageCount, ownTurns] = await Promise.all([
+    const [entries, messageCount, ownTurns, lastInputTokens] = await Promise.all([
       this.turns.historyEntries(thread.id),
       this.turns.countModelMessages(thread.id),
       this.turns.countTurns(thread.id),
+      this.threads.lastInputTokens(thread.id),
     ]);
     thread.entries = entries;
     thread.history = modelContext(entries);
     thread.messageCount = messageCount;
+    // From the log, not memory: a thread unloaded (or a process restarted) between turns must
+    // still compact before the next one, as it would have had it stayed loaded.
+    thread.lastInputTokens = lastInputTokens;
     // A fork's own turns are numbered after the parent turns it inherited.
     thread.turnCount = (thread.record.forkTurnCount ?? 0) + ownTurns;
   }
@@ -476,13 +517,14 @@ export class TurnRunner {
     const started = await this.turns.startedCallIds(record.id);
     started.delete(r.callId);
     await this.runtime.setStatus(thread, { type: "active", activeFlags: [] });
-    turn.finished = this.run(thread, turn, "agent", { calls, notRerun: started });
+    this.launch(thread, turn, () => this.run(thread, turn, "agent", { calls, notRerun: started }));
   }
 
   /** thread/compact/start: a turn of its own whose only item is the contextCompaction. */
   async compactThread(threadId: string, requester: Subscriber): Promise<void> {
     const thread = await this.runtime.load(threadId);
     if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    this.checkCapacity();
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, null);
     thread.activeTurn = turn;
@@ -503,7 +545,7 @@ export class TurnRunner {
       );
       thread.status = active;
       thread.turnCount++;
-      turn.finished = this.run(thread, turn, "compact");
+      this.launch(thread, turn, () => this.run(thread, turn, "compact"));
     } catch (err) {
       thread.activeTurn = null;
       throw err;
@@ -566,6 +608,7 @@ export class TurnRunner {
       ...(request.kind === "command" ? { availableDecisions: ["accept", "acceptForSession", "decline", "cancel"] } : {}),
     };
     turn.pendingApprovals++;
+    this.observer.approvalsPending(1);
     // Recorded with the status change: a process restarted now restores the wait (recovery.ts).
     const markPending = (tx: TransactionSql) => this.turns.setPendingRequest(tx, request.params.itemId, { method, params });
     if (turn.pendingApprovals === 1) await this.runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] }, markPending);
@@ -586,6 +629,7 @@ export class TurnRunner {
       }
     } finally {
       turn.pendingApprovals--;
+      this.observer.approvalsPending(-1);
     }
     const clearPending = (tx: TransactionSql) => this.turns.setPendingRequest(tx, request.params.itemId, null);
     if (turn.pendingApprovals === 0 && thread.activeTurn === turn && !signal.aborted) {
@@ -602,10 +646,12 @@ export class TurnRunner {
     switch (e.type) {
       case "modelCallStart":
         turn.streaming.clear();
+        turn.modelCallStartedAt = performance.now();
         return;
       case "stream":
         return this.onStream(thread, turn, e.event);
       case "modelCallFailed": {
+        this.observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, e.error.kind);
         await this.closeStreamingItems(thread, turn);
         if (e.error.kind === "aborted") return;
         if (!e.willRetry) turn.announcedFailure = true;
@@ -696,6 +742,8 @@ export class TurnRunner {
 
   private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
     const now = Date.now();
+    this.observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, "ok");
+    this.observer.tokens(thread.record.modelProvider, usage);
     const toStart: ThreadItem[] = [];
     const completed: ThreadItem[] = [];
     message.content.forEach((block, index) => {
@@ -794,6 +842,7 @@ export class TurnRunner {
 
   private async finish(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
     const now = Date.now();
+    this.observer.turnEnded(turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : statusFor[result.stopReason]);
     turn.steerable = false;
     try {
       await this.closeStreamingItems(thread, turn);
@@ -926,6 +975,9 @@ export class TurnRunner {
       const link = turn ? chain.find((c) => c.id === turn.threadId) : undefined;
       if (!turn || !link || (link.turnLimit !== null && turn.ordinal >= link.turnLimit))
         throw new TurnRequestError(`turn ${p.lastTurnId} is not part of thread ${source.id}`);
+      // A rolled-back turn is stored but no longer part of the thread: forking "through" it would
+      // silently give a fork without it.
+      if (rolledBackTurns(source.entries!, [turn.ordinal]).size > 0) throw new TurnRequestError(`turn ${p.lastTurnId} was rolled back from thread ${source.id}`);
       if (turn.status === "inProgress") throw new TurnRequestError(`cannot fork at turn ${turn.id}: it is still running`);
       if (turn.threadId !== source.id) owner = await this.runtime.getRecord(turn.threadId);
       forkTurnCount = turn.ordinal + 1;

@@ -3,9 +3,10 @@ import path from "node:path";
 import type { AppContext } from "../../app-context.js";
 import { BUILTIN_TOOL_NAMES } from "../../tools/builtin.js";
 import { decodeCursor, ThreadNotFoundError } from "../../runtime/threads.js";
-import { TurnRequestError } from "../../runtime/turns.js";
+import { OverloadedError, TurnRequestError } from "../../runtime/turns.js";
+import { ErrorCode } from "../../protocol/jsonrpc.js";
 import type { Connection } from "../connection.js";
-import { invalidParams, invalidRequest } from "../errors.js";
+import { invalidParams, invalidRequest, RpcError } from "../errors.js";
 
 /** Unknown thread ids are answered with -32600 and a message naming the id. */
 export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
@@ -23,6 +24,7 @@ export async function guardTurns<T>(fn: () => Promise<T>): Promise<T> {
     return await withThread(fn);
   } catch (err) {
     if (err instanceof TurnRequestError) throw invalidRequest(err.message);
+    if (err instanceof OverloadedError) throw new RpcError(ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: err.message });
     throw err;
   }
 }

@@ -14,9 +14,16 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Refuses oversized input with a clear -32602 before anything is recorded. */
+function checkInputSize(input: unknown, limit: number): void {
+  const bytes = Buffer.byteLength(JSON.stringify(input));
+  if (bytes > limit) throw invalidParams(`Invalid params: input is ${bytes} bytes; the limit per turn is ${limit}`, { bytes, limit });
+}
+
 export function registerTurnHandlers(conn: Connection, app: AppContext): void {
   conn.handle("turn/start", (p, { connection, responded }) =>
     guarded(async () => {
+      checkInputSize(p.input, app.limits.maxInputBytes);
       if (p.modelProvider && !app.providers.has(p.modelProvider))
         throw invalidParams(`unknown modelProvider: ${p.modelProvider} (known: ${[...app.providers.ids()].join(", ")})`);
       return app.turns.start(p, connection, responded);
@@ -25,7 +32,12 @@ export function registerTurnHandlers(conn: Connection, app: AppContext): void {
 
   conn.handle("turn/interrupt", (p) => guarded(() => app.turns.interrupt(p.threadId, p.turnId)));
 
-  conn.handle("turn/steer", (p) => guarded(() => app.turns.steer(p.threadId, p.expectedTurnId, p.input, p.clientUserMessageId ?? null)));
+  conn.handle("turn/steer", (p) =>
+    guarded(async () => {
+      checkInputSize(p.input, app.limits.maxInputBytes);
+      return app.turns.steer(p.threadId, p.expectedTurnId, p.input, p.clientUserMessageId ?? null);
+    }),
+  );
 
   conn.handle("model/list", (p) => {
     const models = app.models.filter((m) => !p.modelProvider || m.modelProvider === p.modelProvider);

@@ -1,0 +1,128 @@
+/**
+ * Per-connection outbound buffering with backpressure. Messages go straight to the socket while
+ * it keeps up; when its buffer passes the high-water mark they queue here, and while queued,
+ * consecutive deltas of the same item are merged into one (a slow reader gets fewer, larger
+ * deltas — never lost text, never a dropped lifecycle notification). Past a hard cap the
+ * connection is closed with 1013 so memory stays bounded with a client that reads nothing; the
+ * client reconnects and resumes with `afterSeq` (the stored events fill the gap).
+ */
+
+/** What the queue needs from a socket (a ws WebSocket, or a stdout adapter). */
+export interface OutboundSink {
+  /** Bytes accepted but not yet written to the network. */
+  readonly bufferedAmount: number;
+  write(text: string): void;
+  close(code: number, reason: string): void;
+}
+
+/** Marks a delta notification that may be merged with the one queued before it. */
+export interface CoalesceHint {
+  /** Same key = same stream (method + item + part index). */
+  key: string;
+  message: { method: string; params: { delta: string; seq?: number } & Record<string, unknown>; emittedAtMs?: number; jsonrpc?: string };
+}
+
+export interface OutboundOptions {
+  /** Queue instead of writing once the socket holds this many bytes (default 1 MiB). */
+  highWaterBytes: number;
+  /** Close the connection (1013) when socket buffer + queue exceed this (default 32 MiB). */
+  maxBufferedBytes: number;
+  /** How often to retry while the socket is full. */
+  pollMs?: number;
+  onCoalesced?(): void;
+  onOverflow?(bufferedBytes: number): void;
+}
+
+interface Entry {
+  text: string;
+  hint?: CoalesceHint;
+}
+
+export const OVERFLOW_CLOSE_CODE = 1013;
+export const OVERFLOW_CLOSE_REASON = "outbound buffer full: reconnect and thread/resume with afterSeq";
+
+export class OutboundQueue {
+  private readonly queue: Entry[] = [];
+  private queuedBytes = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  coalesced = 0;
+
+  constructor(
+    private readonly sink: OutboundSink,
+    private readonly opts: OutboundOptions,
+  ) {}
+
+  /** Bytes waiting here plus in the socket's own buffer. */
+  get bufferedBytes(): number {
+    return this.queuedBytes + this.sink.bufferedAmount;
+  }
+
+  push(text: string, hint?: CoalesceHint): void {
+    if (this.closed) return;
+    if (this.queue.length === 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
+      this.sink.write(text);
+      return;
+    }
+    const tail = this.queue[this.queue.length - 1];
+    if (hint && tail?.hint && tail.hint.key === hint.key) {
+      const merged = {
+        ...hint.message,
+        params: { ...hint.message.params, delta: tail.hint.message.params.delta + hint.message.params.delta },
+        emittedAtMs: tail.hint.message.emittedAtMs ?? hint.message.emittedAtMs,
+      };
+      const mergedText = JSON.stringify(merged);
+      this.queuedBytes += mergedText.length - tail.text.length;
+      tail.text = mergedText;
+      tail.hint = { key: hint.key, message: merged };
+      this.coalesced++;
+      this.opts.onCoalesced?.();
+    } else {
+      this.queue.push({ text, ...(hint ? { hint } : {}) });
+      this.queuedBytes += text.length;
+    }
+    if (this.bufferedBytes > this.opts.maxBufferedBytes) {
+      this.opts.onOverflow?.(this.bufferedBytes);
+      this.close();
+      this.sink.close(OVERFLOW_CLOSE_CODE, OVERFLOW_CLOSE_REASON);
+      return;
+    }
+    this.schedule();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private schedule(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.pump();
+    }, this.opts.pollMs ?? 5);
+  }
+
+  private pump(): void {
+    while (!this.closed && this.queue.length > 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
+      const entry = this.queue.shift()!;
+      this.queuedBytes -= entry.text.length;
+      this.sink.write(entry.text);
+    }
+    if (!this.closed && this.queue.length > 0) this.schedule();
+  }
+}
+
+const DELTA_METHOD = /(\/delta|Delta)$/;
+
+/** The coalescing hint for a notification, if it is a delta. */
+export function deltaHint(message: { method?: unknown; params?: unknown }): CoalesceHint | undefined {
+  if (typeof message.method !== "string" || !DELTA_METHOD.test(message.method)) return undefined;
+  const p = message.params as Record<string, unknown> | undefined;
+  if (!p || typeof p.delta !== "string" || typeof p.itemId !== "string") return undefined;
+  const part = p.summaryIndex ?? p.contentIndex ?? "";
+  return { key: `${message.method}|${p.threadId}|${p.itemId}|${part}`, message: message as CoalesceHint["message"] };
+}
