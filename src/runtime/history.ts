@@ -38,7 +38,17 @@ export function modelContext(entries: readonly HistoryEntry[]): Message[] {
 
 /** Turns still part of the conversation (rollbacks remove turns; compaction only shortens the context). */
 export function rolledBackTurns(entries: readonly HistoryEntry[], allTurnOrdinals: Iterable<number>): Set<number> {
-  const visible = new Set(replay(entries, false).map((t) => t.turnOrdinal));
+  const visible = new Set<number | null>(replay(entries, false).map((t) => t.turnOrdinal));
+  // A thread/compact/start turn writes no message, only its marker: without this it would read
+  // as rolled back and vanish from thread/read although clients saw it start and complete.
+  // A marker is never removed by a rollback, so one made by a turn that a later rollback removed
+  // must not bring that turn back.
+  let removedFrom = Infinity;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i]!;
+    if (e.kind === "rollback") removedFrom = Math.min(removedFrom, e.fromTurnOrdinal);
+    else if (e.kind === "compaction" && e.keepFromTurnOrdinal < removedFrom) visible.add(e.keepFromTurnOrdinal);
+  }
   const gone = new Set<number>();
   for (const o of allTurnOrdinals) if (!visible.has(o)) gone.add(o);
   return gone;
