@@ -5,7 +5,10 @@ create table threads (
   id                     text primary key,
   session_id             text not null,
   -- A fork points at its parent and the fork point instead of copying history (DESIGN.md §6).
-  forked_from_id         text references threads (id),
+  forked_from_id         text references threads (id),   -- the thread the client forked
+  -- Whose history log the fork reads (the owner of the fork point: forked_from_id, or one of its
+  -- ancestors when forking at an inherited turn).
+  fork_parent_id         text references threads (id),
   fork_turn_count        integer,          -- parent turns visible to the fork
   fork_message_count     integer,          -- parent model messages visible to the fork
   name                   text,

@@ -17,6 +17,11 @@ interface Pending {
   method: string;
   params: object;
   sent: Map<RequestingSubscriber, number>;
+  /** Copies sent and not answered yet. */
+  outstanding: Set<RequestingSubscriber>;
+  /** An unusable reply (error, bad shape), kept in case no other client answers better. */
+  fallback: ClientReply | null;
+  isValid(reply: ClientReply): boolean;
   settle(reply: ClientReply | null): void;
 }
 
@@ -33,13 +38,22 @@ export class ServerRequestBroker {
    * Sends `method` to `subscribers` (and to later subscribers while unanswered). Resolves with the
    * first reply, or with null when `signal` fires first.
    */
-  ask(method: string, params: object, subscribers: Iterable<RequestingSubscriber>, signal: AbortSignal): Promise<ClientReply | null> {
+  ask(
+    method: string,
+    params: object,
+    subscribers: Iterable<RequestingSubscriber>,
+    signal: AbortSignal,
+    isValid: (reply: ClientReply) => boolean = (r) => r.error === undefined,
+  ): Promise<ClientReply | null> {
     return new Promise((resolve) => {
       let settled = false;
       const entry: Pending = {
         method,
         params,
         sent: new Map(),
+        outstanding: new Set(),
+        fallback: null,
+        isValid,
         settle: (reply) => {
           if (settled) return;
           settled = true;
@@ -64,16 +78,31 @@ export class ServerRequestBroker {
 
   /** A connection went away: its copies will never be answered. */
   unsubscribed(sub: RequestingSubscriber): void {
-    for (const entry of this.pending) entry.sent.delete(sub);
+    for (const entry of this.pending) {
+      entry.sent.delete(sub);
+      entry.outstanding.delete(sub);
+    }
   }
 
   private send(entry: Pending, sub: RequestingSubscriber): void {
     if (!sub.request) return;
     const { id, reply } = sub.request(entry.method, entry.params);
     entry.sent.set(sub, id);
+    entry.outstanding.add(sub);
     reply.then(
-      (r) => entry.settle(r),
-      () => entry.sent.delete(sub), // closed before answering: stays pending for others
+      (r) => {
+        entry.outstanding.delete(sub);
+        // The first VALID answer wins: an error or malformed reply from one client (say, one that
+        // cannot handle approvals) counts only when no other client still holds a copy.
+        if (entry.isValid(r) || entry.outstanding.size === 0) entry.settle(r);
+        else entry.fallback = r;
+      },
+      () => {
+        // Closed before answering: the request stays pending for other (and later) clients.
+        entry.sent.delete(sub);
+        entry.outstanding.delete(sub);
+        if (entry.outstanding.size === 0 && entry.fallback) entry.settle(entry.fallback);
+      },
     );
   }
 }

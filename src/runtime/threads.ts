@@ -280,6 +280,7 @@ export class ThreadRuntime {
       id,
       sessionId: id,
       forkedFromId: null,
+      forkParentId: null,
       forkTurnCount: null,
       forkMessageCount: null,
       name: null,

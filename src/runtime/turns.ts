@@ -398,7 +398,8 @@ export class TurnRunner {
         model: record.model,
         system: systemPrompt(record.baseInstructions, record.developerInstructions),
         tools: toolList([...tools.values()].map((t) => t.spec)),
-        cacheKey: thread.id,
+        // Shared by a thread and its forks (they share the prefix up to the fork point).
+        cacheKey: record.sessionId,
         reasoningEffort: (record.reasoningEffort as ModelRequest["reasoningEffort"]) ?? null,
         ...(this.settings.maxOutputTokens ? { maxOutputTokens: this.settings.maxOutputTokens } : {}),
       };
@@ -617,7 +618,7 @@ export class TurnRunner {
     const waitSignal = timeout ? AbortSignal.any([signal, AbortSignal.timeout(timeout)]) : signal;
     let decision: ApprovalDecision;
     try {
-      const reply = await thread.broker.ask(method, params, thread.subscribers, waitSignal);
+      const reply = await thread.broker.ask(method, params, thread.subscribers, waitSignal, (r) => ApprovalReply.safeParse(r.result).success);
       if (reply === null) decision = signal.aborted ? "cancel" : "decline";
       else if (reply.error) {
         this.log.warn({ threadId: thread.id, itemId: request.params.itemId, error: reply.error.message }, "approval answered with an error; treating it as decline");
@@ -989,7 +990,8 @@ export class TurnRunner {
     const base: ThreadRecord = {
       ...source.record,
       id: uuidv7(now),
-      forkedFromId: owner.id,
+      forkedFromId: source.id,
+      forkParentId: owner.id,
       forkTurnCount,
       forkMessageCount,
       name: null,
@@ -1020,6 +1022,7 @@ export class TurnRunner {
       : undefined;
     const response = await this.runtime.createThread(record, subscriber, { responded, write });
     const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
+    this.runtime.maybeUnload(source); // loaded only to read it
     return { ...response, thread: { ...response.thread, turns } };
   }
 
@@ -1039,7 +1042,9 @@ export class TurnRunner {
       await this.threads.updateThread(tx, threadId, { updatedAtMs: now });
     });
     thread.record = { ...thread.record, updatedAtMs: now };
-    return this.turnsOf(threadId);
+    const turns = await this.turnsOf(threadId);
+    this.runtime.maybeUnload(thread);
+    return turns;
   }
 
   private async visibleTurnOrdinals(thread: LoadedThread): Promise<number[]> {

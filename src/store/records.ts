@@ -9,6 +9,7 @@ export interface ThreadRecord {
   id: string;
   sessionId: string;
   forkedFromId: string | null;
+  forkParentId: string | null;
   forkTurnCount: number | null;
   forkMessageCount: number | null;
   name: string | null;

@@ -66,11 +66,11 @@ export class ThreadStore {
   async insertThread(q: Queryable, t: NewThread & { seqReserved: number }): Promise<void> {
     await q`
       insert into threads (
-        id, session_id, forked_from_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
+        id, session_id, forked_from_id, fork_parent_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
         model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, base_instructions,
         developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms
       ) values (
-        ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
+        ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkParentId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
         ${t.preview ?? ""}, ${t.ephemeral}, ${t.modelProvider}, ${t.model}, ${t.reasoningEffort}, ${t.cwd},
         ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.baseInstructions}, ${t.developerInstructions},
         ${json(q, t.dynamicTools)}, ${t.config === null ? null : json(q, t.config)}, ${t.cliVersion}, ${t.source},

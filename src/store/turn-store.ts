@@ -110,7 +110,7 @@ export class TurnStore {
     let forkedAtMs: number | null = null;
     while (id) {
       const rows: Array<{ forkedFromId: string | null; forkMessageCount: number | null; forkTurnCount: number | null; createdAtMs: number }> = await this
-        .sql`select forked_from_id, fork_message_count, fork_turn_count, created_at_ms from threads where id = ${id}`;
+        .sql`select coalesce(fork_parent_id, forked_from_id) as forked_from_id, fork_message_count, fork_turn_count, created_at_ms from threads where id = ${id}`;
       const row = rows[0];
       if (!row) break;
       chain.unshift({ id, limit, turnLimit, forkedAtMs });
