@@ -1,0 +1,48 @@
+# agent-app-server as a container image.
+#
+#   docker build -t agent-app-server .
+#   docker run --init -p 127.0.0.1:4500:4500 -e APP_SERVER_AUTH_TOKEN=... -v aas-data:/data agent-app-server
+#
+# Inside the container the server listens on all interfaces (ws://0.0.0.0:4500), so it refuses to
+# start without authentication: set APP_SERVER_AUTH_TOKEN (at least 16 characters) or mount a token
+# file and set APP_SERVER_AUTH_TOKEN_FILE. Clients send `Authorization: Bearer <token>`.
+# docker-compose.yml next to this file runs it with Postgres; see README "Run with Docker".
+
+# ---- build: dev dependencies (TypeScript) and dist/ ----
+FROM node:20-slim AS build
+WORKDIR /app
+# Dependencies first, so the layer is reused while only the source changes. --ignore-scripts:
+# `prepare` would build before the source is copied; the build runs explicitly below.
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY . .
+# public/ (the web playground) is optional: make sure the runtime stage has something to copy.
+RUN npm run build && mkdir -p public
+
+# ---- runtime: production dependencies only, non-root ----
+FROM node:20-slim AS runtime
+ENV NODE_ENV=production \
+    APP_SERVER_HOME=/data
+WORKDIR /app
+# --omit=dev: no TypeScript, vitest or tsx in the image. --ignore-scripts: `prepare` runs the
+# build, which needs tsc (a dev dependency); dist/ comes from the build stage instead.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/migrations ./migrations
+COPY --from=build /app/protocol ./protocol
+COPY --from=build /app/public ./public
+# The home directory (embedded PGlite data when DATABASE_URL is unset) belongs to the `node`
+# user (uid 1000) that the server runs as; the application files stay root-owned and read-only.
+RUN mkdir -p /data && chown node:node /data
+VOLUME ["/data"]
+USER node
+EXPOSE 4500
+# /readyz answers 200 once the database is migrated and connections are accepted. slim images
+# have no curl: Node's fetch does the probe.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:4500/readyz').then(r=>process.exit(r.ok?0:1)).catch(()=>process.exit(1))"]
+# SIGTERM (docker stop) closes sockets, interrupts running turns and closes the database.
+CMD ["node", "bin/app-server.js", "serve", "--listen", "ws://0.0.0.0:4500"]

@@ -1,0 +1,343 @@
+/**
+ * The container files (Dockerfile, docker-compose.yml, .env.example, .dockerignore), checked
+ * statically: no Docker engine or `docker compose` runs here, so these tests stand in for
+ * `docker compose config` and a build. Compose's ${VAR} substitution is reproduced, and the
+ * environment the container would get is fed to the server's own config resolution.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
+import { resolveServeConfig } from "../src/config.js";
+import { REPO_ROOT } from "./support/process.js";
+
+const read = (file: string) => readFileSync(path.join(REPO_ROOT, file), "utf8");
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error},
+ * $VAR, and $$ for a literal $. Throws where compose would refuse to start.
+ */
+function interpolate(text: string, env: Env): string {
+  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (match, name, colon, op, arg, bare) => {
+    if (match === "$$") return "$";
+    if (bare) return env[bare] ?? "";
+    const value = env[name];
+    const missing = colon ? value === undefined || value === "" : value === undefined;
+    if (op === "-") return missing ? arg : value!;
+    if (op === "?") {
+      if (missing) throw new Error(`required variable ${name} is missing a value: ${arg}`);
+      return value!;
+    }
+    return value ?? "";
+  });
+}
+
+function interpolateTree(node: unknown, env: Env): unknown {
+  if (typeof node === "string") return interpolate(node, env);
+  if (Array.isArray(node)) return node.map((n) => interpolateTree(n, env));
+  if (node && typeof node === "object") return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, interpolateTree(v, env)]));
+  return node;
+}
+
+/** Strings of a parsed YAML tree (values and keys; comments are gone). */
+function strings(node: unknown): string[] {
+  if (typeof node === "string") return [node];
+  if (Array.isArray(node)) return node.flatMap(strings);
+  if (node && typeof node === "object") return Object.entries(node).flatMap(([k, v]) => [k, ...strings(v)]);
+  return [];
+}
+
+/** Names of the ${VAR} and $VAR references in a compose file ($$ is an escaped literal $). */
+function referencedVariables(tree: unknown): string[] {
+  const names = strings(tree).flatMap((s) =>
+    [...s.replace(/\$\$/g, "").matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!),
+  );
+  return [...new Set(names)].sort();
+}
+
+/** An env file as compose reads it: KEY=VALUE lines; comments and blank lines ignored. */
+function parseEnvFile(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of text.split("\n")) {
+    const m = /^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (m) env[m[1]!] = m[2]!.trim();
+  }
+  return env;
+}
+
+/** `environment:` as a map or as a list of KEY=VALUE. */
+function envMap(environment: unknown): Record<string, string> {
+  if (Array.isArray(environment))
+    return Object.fromEntries(environment.map((e: string) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+  return Object.fromEntries(Object.entries((environment ?? {}) as Record<string, unknown>).map(([k, v]) => [k, String(v ?? "")]));
+}
+
+const healthcheckCommand = (hc: { test: string | string[] }) => (Array.isArray(hc.test) ? hc.test.join(" ") : hc.test);
+
+interface Instruction {
+  keyword: string;
+  args: string;
+}
+interface Stage {
+  from: string;
+  name: string | null;
+  instructions: Instruction[];
+}
+
+/** Dockerfile → stages of instructions (comments dropped, line continuations joined). */
+function parseDockerfile(text: string): Stage[] {
+  const logical: string[] = [];
+  let current = "";
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line.startsWith("#") || (line === "" && current === "")) continue;
+    if (line.endsWith("\\")) {
+      current += line.slice(0, -1) + " ";
+      continue;
+    }
+    current += line;
+    if (current.trim()) logical.push(current.trim());
+    current = "";
+  }
+  const stages: Stage[] = [];
+  for (const l of logical) {
+    const [keyword, ...rest] = l.split(/\s+/);
+    const args = rest.join(" ");
+    if (keyword!.toUpperCase() === "FROM") {
+      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
+      stages.push({ from: m[1]!, name: m[2] ?? null, instructions: [] });
+    } else {
+      expect(stages.length, `${keyword} before the first FROM`).toBeGreaterThan(0);
+      stages.at(-1)!.instructions.push({ keyword: keyword!.toUpperCase(), args });
+    }
+  }
+  return stages;
+}
+
+const argsOf = (stage: Stage, keyword: string) => stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
+
+const compose = parseYaml(read("docker-compose.yml")) as Record<string, any>;
+const composeText = read("docker-compose.yml");
+const envExample = read(".env.example");
+const stages = parseDockerfile(read("Dockerfile"));
+const runtime = stages.at(-1)!;
+
+/** What a user's .env would hold after following .env.example: the required secrets filled in. */
+const SAMPLE_SECRETS = { POSTGRES_PASSWORD: "0123456789abcdef0123", APP_SERVER_AUTH_TOKEN: "f".repeat(64) };
+const sampleEnv = (): Env => ({ ...parseEnvFile(envExample), ...SAMPLE_SECRETS });
+
+describe("docker-compose.yml", () => {
+  const services = compose.services as Record<string, any>;
+  const postgres = services.postgres;
+  const app = services["app-server"];
+
+  it("has the postgres and app-server services", () => {
+    expect(Object.keys(services).sort()).toEqual(["app-server", "postgres"]);
+  });
+
+  it("runs postgres:16 on a named volume with a pg_isready health check and no published port", () => {
+    expect(postgres.image).toBe("postgres:16");
+    const mount = (postgres.volumes as string[]).find((v) => v.endsWith(":/var/lib/postgresql/data"));
+    expect(mount).toBeDefined();
+    const source = mount!.split(":")[0]!;
+    // A named volume (declared at the top level), not a host path.
+    expect(source).not.toMatch(/[/.]/);
+    expect(Object.keys(compose.volumes)).toContain(source);
+    expect(healthcheckCommand(postgres.healthcheck)).toMatch(/pg_isready/);
+    expect(postgres.ports).toBeUndefined();
+    const env = envMap(postgres.environment);
+    for (const name of ["POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"]) expect(env[name]).toMatch(new RegExp(`^\\$\\{${name}\\b`));
+  });
+
+  it("builds app-server from this directory, starts it after postgres is healthy, restarts it unless stopped", () => {
+    expect(app.build === "." || app.build?.context === ".").toBe(true);
+    expect(app.depends_on).toEqual({ postgres: { condition: "service_healthy" } });
+    expect(app.restart).toBe("unless-stopped");
+    expect(healthcheckCommand(app.healthcheck)).toMatch(/http:\/\/127\.0\.0\.1:4500\/readyz/);
+    const home = (app.volumes as string[]).find((v) => v.endsWith(":/data"));
+    expect(Object.keys(compose.volumes)).toContain(home!.split(":")[0]);
+  });
+
+  it("publishes the WebSocket port on the host's loopback interface only", () => {
+    expect(app.ports).toHaveLength(1);
+    const [mapping] = interpolateTree(app.ports, sampleEnv()) as string[];
+    expect(mapping).toBe("127.0.0.1:4500:4500");
+    const withPort = interpolateTree(app.ports, { ...sampleEnv(), APP_SERVER_PORT: "8080" }) as string[];
+    expect(withPort).toEqual(["127.0.0.1:8080:4500"]);
+  });
+
+  it("wires DATABASE_URL to the postgres service with the credentials postgres is started with", () => {
+    expect(envMap(app.environment).DATABASE_URL).toMatch(/\$\{POSTGRES_PASSWORD/);
+    // Defaults on both sides must agree: only the required secrets set, and with everything set.
+    const custom = { ...SAMPLE_SECRETS, POSTGRES_USER: "alice", POSTGRES_DB: "agents" };
+    for (const env of [SAMPLE_SECRETS, sampleEnv(), custom] as Env[]) {
+      const resolved = interpolateTree(compose, env) as Record<string, any>;
+      const pg = envMap(resolved.services.postgres.environment);
+      const url = new URL(envMap(resolved.services["app-server"].environment).DATABASE_URL!);
+      expect(url.protocol).toBe("postgres:");
+      expect(url.hostname).toBe("postgres");
+      expect(Object.keys(resolved.services)).toContain(url.hostname);
+      expect(url.port).toBe("5432");
+      expect(decodeURIComponent(url.username)).toBe(pg.POSTGRES_USER);
+      expect(decodeURIComponent(url.password)).toBe(pg.POSTGRES_PASSWORD);
+      expect(url.pathname).toBe(`/${pg.POSTGRES_DB}`);
+      expect(pg.POSTGRES_PASSWORD).toBe(SAMPLE_SECRETS.POSTGRES_PASSWORD);
+    }
+  });
+
+  it("takes the auth token and the model credentials from the env file; refuses to start without the secrets", () => {
+    const env = envMap(app.environment);
+    expect(env.APP_SERVER_AUTH_TOKEN).toMatch(/^\$\{APP_SERVER_AUTH_TOKEN:\?/);
+    for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
+      expect(env[name], name).toMatch(new RegExp(`^\\$\\{${name}\\b`));
+    const envFiles = [app.env_file].flat().map((f: string | { path: string }) => (typeof f === "string" ? f : f.path));
+    expect(envFiles).toContain(".env");
+    // .env.example copied as is: compose refuses (the ${VAR:?} checks), naming the missing secret.
+    expect(() => interpolateTree(compose, parseEnvFile(envExample))).toThrow(/POSTGRES_PASSWORD|APP_SERVER_AUTH_TOKEN/);
+    expect(() => interpolateTree(compose, { ...sampleEnv(), APP_SERVER_AUTH_TOKEN: "" })).toThrow(/APP_SERVER_AUTH_TOKEN/);
+    expect(() => interpolateTree(compose, { ...sampleEnv(), POSTGRES_PASSWORD: undefined })).toThrow(/POSTGRES_PASSWORD/);
+  });
+
+  it("gives the container a configuration the server accepts: all interfaces, token set, Postgres, home on the volume", () => {
+    const resolved = interpolateTree(compose, sampleEnv()) as Record<string, any>;
+    const service = resolved.services["app-server"];
+    // Precedence as in compose: image ENV < env_file < environment.
+    const imageEnv = Object.fromEntries(
+      argsOf(runtime, "ENV").flatMap((a) => [...a.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S+)/g)].map((m) => [m[1]!, m[2]!])),
+    );
+    const containerEnv = { ...imageEnv, ...parseEnvFile(envExample), ...SAMPLE_SECRETS, ...envMap(service.environment) };
+    const cmd = JSON.parse(argsOf(runtime, "CMD")[0]!) as string[];
+    const config = resolveServeConfig(cmd.slice(3), containerEnv);
+    expect(config.listen).toBe("ws://0.0.0.0:4500");
+    expect(config.home).toBe("/data");
+    expect(config.databaseUrl).toBe(`postgres://app:${SAMPLE_SECRETS.POSTGRES_PASSWORD}@postgres:5432/app`);
+    expect(config.modelProvider).toBe("openai");
+    expect(config.model).toBe("gpt-5");
+    // Without the token, listening on all interfaces is refused.
+    const { APP_SERVER_AUTH_TOKEN: _token, ...noToken } = containerEnv;
+    expect(() => resolveServeConfig(cmd.slice(3), noToken)).toThrow(/authentication|auth/i);
+  });
+});
+
+describe(".env.example", () => {
+  const lines = envExample.split("\n");
+  /** Assignments, commented out or not: name → line index. */
+  const assignments = new Map<string, number>();
+  lines.forEach((line, i) => {
+    const m = /^#?\s*([A-Z][A-Z0-9_]*)=/.exec(line);
+    if (m) assignments.set(m[1]!, i);
+  });
+
+  it("documents every variable the compose file uses", () => {
+    const used = referencedVariables(compose);
+    expect(used).toEqual(expect.arrayContaining(["POSTGRES_PASSWORD", "APP_SERVER_AUTH_TOKEN", "APP_SERVER_PORT"]));
+    for (const name of used) expect(assignments.has(name), `${name} is not in .env.example`).toBe(true);
+  });
+
+  it("explains each variable in a comment right above it", () => {
+    expect(assignments.size).toBeGreaterThan(10);
+    for (const [name, i] of assignments) {
+      const above = lines[i - 1] ?? "";
+      expect(above.startsWith("#") && !/^#\s*[A-Z][A-Z0-9_]*=/.test(above), `${name} has no comment above it`).toBe(true);
+    }
+  });
+
+  it("names only variables that something reads (no typos)", () => {
+    const sources = [composeText, read("src/config.ts"), read("src/server.ts"), read("src/log.ts"), read("README.md")].join("\n");
+    for (const name of assignments.keys()) expect(sources, `${name} is read by nothing`).toContain(name);
+  });
+
+  it("holds no secrets, and leaves empty only what is required or means 'unset'", () => {
+    const values = parseEnvFile(envExample);
+    const required = [...new Set(strings(compose).flatMap((t) => [...t.matchAll(/\$\{([A-Z][A-Z0-9_]*):\?/g)].map((m) => m[1]!)))];
+    for (const [name, value] of Object.entries(values)) {
+      if (/KEY|TOKEN|PASSWORD|SECRET/.test(name)) expect(value, `${name} must be empty in the example`).toBe("");
+      if (value === "") expect(required.includes(name) || /_API_KEY$|_BASE_URL$/.test(name), `${name} is empty but optional`).toBe(true);
+    }
+    for (const name of required) expect(values[name], `${name} is required: keep it uncommented`).toBe("");
+  });
+});
+
+describe("Dockerfile", () => {
+  it("builds in one node:20-slim stage and runs in another", () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(stages.filter((s) => s.from === "node:20-slim").length).toBeGreaterThanOrEqual(2);
+    expect(runtime.from).toBe("node:20-slim");
+    const build = stages.find((s) => s.name && argsOf(runtime, "COPY").some((c) => c.includes(`--from=${s.name} `)))!;
+    expect(build).toBeDefined();
+    expect(argsOf(build, "RUN").join("\n")).toMatch(/\bnpm ci\b/);
+    expect(argsOf(build, "RUN").join("\n")).toMatch(/\bnpm run build\b/);
+  });
+
+  it("installs production dependencies only in the runtime stage", () => {
+    const runs = argsOf(runtime, "RUN").join("\n");
+    expect(runs).toMatch(/\bnpm ci\b[^\n]*--omit=dev/);
+    // `prepare` runs tsc, a dev dependency: scripts must be off in the runtime install.
+    expect(runs).toMatch(/\bnpm ci\b[^\n]*--ignore-scripts/);
+    expect(runs).not.toMatch(/\bnpm (install|i)\b/);
+    expect(runs).not.toMatch(/npm run build/);
+  });
+
+  it("copies what the package ships (package.json `files`) plus public/, from the build stage", () => {
+    const copies = argsOf(runtime, "COPY");
+    const pkg = JSON.parse(read("package.json")) as { files: string[]; bin: Record<string, string> };
+    for (const dir of [...pkg.files, "public"]) expect(copies.some((c) => new RegExp(`--from=\\S+ /app/${dir} `).test(c)), dir).toBe(true);
+    expect(copies.some((c) => /\bpackage\.json\b/.test(c))).toBe(true);
+    // The CMD's entry point is the package's bin, which loads the built dist/main.js.
+    expect(Object.values(pkg.bin)).toContain("bin/app-server.js");
+    expect(read("bin/app-server.js")).toContain("../dist/main.js");
+    expect(existsSync(path.join(REPO_ROOT, "src/main.ts"))).toBe(true);
+  });
+
+  it("runs as the non-root node user with its home on a volume", () => {
+    const users = argsOf(runtime, "USER");
+    expect(users.at(-1)).toBe("node");
+    // Nothing runs as root after the switch.
+    const lastUser = runtime.instructions.map((i) => i.keyword).lastIndexOf("USER");
+    expect(runtime.instructions.slice(lastUser).filter((i) => i.keyword === "RUN")).toEqual([]);
+    expect(argsOf(runtime, "ENV").join(" ")).toMatch(/\bAPP_SERVER_HOME=\/data\b/);
+    expect(argsOf(runtime, "VOLUME").join(" ")).toMatch(/\/data/);
+    expect(argsOf(runtime, "RUN").join("\n")).toMatch(/chown node:node \/data/);
+    expect(argsOf(runtime, "EXPOSE")).toEqual(["4500"]);
+  });
+
+  it("checks health on /readyz with node (no curl in slim images) and serves on all interfaces", () => {
+    const [healthcheck] = argsOf(runtime, "HEALTHCHECK");
+    expect(healthcheck).toMatch(/\bCMD\b/);
+    expect(healthcheck).toMatch(/http:\/\/127\.0\.0\.1:4500\/readyz/);
+    expect(healthcheck).toMatch(/"node"/);
+    expect(healthcheck).not.toMatch(/curl|wget/);
+    const cmd = argsOf(runtime, "CMD");
+    expect(cmd).toHaveLength(1);
+    expect(JSON.parse(cmd[0]!)).toEqual(["node", "bin/app-server.js", "serve", "--listen", "ws://0.0.0.0:4500"]);
+  });
+});
+
+describe(".dockerignore", () => {
+  const patterns = read(".dockerignore")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
+  const ignored = (name: string) => patterns.some((p) => p.replace(/^\/|\/$/g, "") === name || (p.endsWith("*") && name.startsWith(p.slice(0, -1))));
+
+  it("keeps installed trees, git history, build output and local secrets out of the build context", () => {
+    for (const name of ["node_modules", ".git", "dist", ".env"]) expect(ignored(name), name).toBe(true);
+  });
+
+  it("keeps what the build needs", () => {
+    expect(patterns.some((p) => p.startsWith("!"))).toBe(false);
+    for (const name of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "src", "bin", "migrations", "protocol", "public"])
+      expect(ignored(name), name).toBe(false);
+  });
+});
+
+describe("README", () => {
+  it("has the Run with Docker section after Configuration", () => {
+    const readme = read("README.md");
+    const docker = readme.indexOf("\n## Run with Docker\n");
+    expect(docker).toBeGreaterThan(readme.indexOf("\n## Configuration\n"));
+    expect(readme.slice(docker)).toMatch(/docker compose up/);
+  });
+});
