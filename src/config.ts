@@ -114,6 +114,8 @@ function readToken(file: string): string {
 
 export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): ServerConfig {
   const { values } = parseArgs({ args: argv, options: SERVE_OPTIONS, allowPositionals: false, strict: true });
+  // An empty variable (as compose writes for unset optional ones) means "not set".
+  env = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
   const modelProvider = values["model-provider"] ?? env.APP_SERVER_MODEL_PROVIDER ?? "openai";
   if (!(modelProvider in DEFAULT_MODELS))
     throw new ConfigError(`unknown model provider: ${modelProvider} (expected ${Object.keys(DEFAULT_MODELS).join(", ")})`);

@@ -16,7 +16,7 @@ export const REDACT_PATHS = [
   "*.databaseUrl",
 ];
 
-export function createLogger(level = process.env.APP_SERVER_LOG_LEVEL ?? "info", destination: pino.DestinationStream = pino.destination(2)): Logger {
+export function createLogger(level = process.env.APP_SERVER_LOG_LEVEL || "info", destination: pino.DestinationStream = pino.destination(2)): Logger {
   return pino({ level, base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: "[redacted]" } }, destination);
 }
 

@@ -1,8 +1,12 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
 /** Flag/env resolution of `serve` (src/config.ts), in-process: precedence, defaults, refusals. */
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, isLoopback, parseListen, resolveServeConfig } from "../src/config.js";
+
+/** The hardening settings when none are given. */
+const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {} };
 
 describe("resolveServeConfig", () => {
   it("uses the documented defaults with no flags and no environment", () => {
@@ -13,6 +17,7 @@ describe("resolveServeConfig", () => {
       modelProvider: "openai",
       model: "gpt-5",
       maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
+      ...NO_HARDENING,
     });
     expect(DEFAULT_LISTEN).toBe("ws://127.0.0.1:4500");
   });
@@ -33,6 +38,7 @@ describe("resolveServeConfig", () => {
       modelProvider: "anthropic",
       model: "env-model",
       maxFrameBytes: 4096,
+      ...NO_HARDENING,
     });
     const flags = [
       "--listen", "ws://127.0.0.1:0",
@@ -49,6 +55,7 @@ describe("resolveServeConfig", () => {
       modelProvider: "openai-chat",
       model: "flag-model",
       maxFrameBytes: 2048,
+      ...NO_HARDENING,
     });
   });
 
@@ -108,5 +115,45 @@ describe("parseListen and isLoopback", () => {
     // Non-canonical spellings are normalised by the URL parser before the check.
     expect(resolveServeConfig(["--listen", "ws://0x7f.0.0.1:0"], {}).listen).toBe("ws://0x7f.0.0.1:0");
     expect(() => resolveServeConfig(["--listen", "ws://[::ffff:127.0.0.1]:0"], {})).toThrow(/non-loopback/);
+  });
+});
+
+describe("authentication, origins and limits", () => {
+  it("reads the token from a file or the environment and refuses short ones", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-token-"));
+    const file = path.join(dir, "token");
+    writeFileSync(file, "0123456789abcdef0123\n");
+    expect(resolveServeConfig(["--auth-token-file", file], {}).authToken).toBe("0123456789abcdef0123");
+    expect(resolveServeConfig([], { APP_SERVER_AUTH_TOKEN: "fedcba9876543210fedc" }).authToken).toBe("fedcba9876543210fedc");
+    writeFileSync(file, "short");
+    expect(() => resolveServeConfig(["--auth-token-file", file], {})).toThrow(/too short/);
+    expect(() => resolveServeConfig(["--auth-token-file", path.join(dir, "missing")], {})).toThrow(/cannot read auth token file/);
+    expect(() => resolveServeConfig([], { APP_SERVER_AUTH_TOKEN: "short" })).toThrow(/too short/);
+  });
+
+  it("listens beyond loopback only with a token or an explicit --insecure-no-auth", () => {
+    expect(() => resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], {})).toThrow(/without authentication/);
+    expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], { APP_SERVER_AUTH_TOKEN: "fedcba9876543210fedc" }).listen).toBe("ws://0.0.0.0:4500");
+    expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500", "--insecure-no-auth"], {}).insecureNoAuth).toBe(true);
+  });
+
+  it("takes allowed origins from flags or a comma-separated variable and validates them", () => {
+    expect(resolveServeConfig(["--allowed-origin", "https://a.example", "--allowed-origin", "http://b.example:8080"], {}).allowedOrigins).toEqual([
+      "https://a.example",
+      "http://b.example:8080",
+    ]);
+    expect(resolveServeConfig([], { APP_SERVER_ALLOWED_ORIGINS: "https://a.example, https://c.example" }).allowedOrigins).toEqual(["https://a.example", "https://c.example"]);
+    expect(() => resolveServeConfig(["--allowed-origin", "a.example"], {})).toThrow(/invalid allowed origin/);
+  });
+
+  it("parses limits and refuses non-positive ones", () => {
+    const c = resolveServeConfig(["--max-connections", "5", "--max-concurrent-turns", "2"], { APP_SERVER_REQUESTS_PER_SECOND: "10" });
+    expect(c.limits).toEqual({ maxConnections: 5, maxConcurrentTurns: 2, requestsPerSecond: 10 });
+    expect(() => resolveServeConfig(["--max-connections", "0"], {})).toThrow(/positive integer/);
+    expect(() => resolveServeConfig([], { APP_SERVER_MAX_INPUT_BYTES: "-1" })).toThrow(/positive integer/);
+  });
+
+  it("treats empty environment variables as unset", () => {
+    expect(resolveServeConfig([], { APP_SERVER_MODEL: "", APP_SERVER_MODEL_PROVIDER: "" }).model).toBe("gpt-5");
   });
 });

@@ -5,7 +5,8 @@
 import type { z } from "zod";
 import { clientRequests, type ClientRequestMethod, type ParamsOf, type ResultOf } from "../protocol/methods.js";
 import type { Subscriber } from "../runtime/threads.js";
-import { invalidRequest, paramsError } from "./errors.js";
+import { invalidParams, invalidRequest, paramsError } from "./errors.js";
+import { containsNul } from "../store/text.js";
 import { RpcPeer, type PeerLimits, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
 
 let nextConnectionId = 1;
@@ -35,6 +36,8 @@ export class Connection implements Subscriber {
   handle<M extends ClientRequestMethod>(method: M, handler: TypedHandler<M>): void {
     const schema = clientRequests[method].params as z.ZodType;
     this.peer.addMethod(method, async (raw, ctx) => {
+      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it up front with a clear error.
+      if (containsNul(raw)) throw invalidParams("Invalid params: strings must not contain the NUL character (U+0000)");
       const parsed = schema.safeParse(raw ?? {});
       if (!parsed.success) throw paramsError(parsed.error);
       return handler(parsed.data as ParamsOf<M>, { ...ctx, connection: this });

@@ -2,6 +2,7 @@
 import type { JSONValue, Sql, TransactionSql } from "postgres";
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
+import { withoutNul } from "./text.js";
 
 export type Queryable = Sql | TransactionSql;
 
@@ -52,7 +53,7 @@ type ThreadPatch = Partial<
   >
 >;
 
-const json = (sql: Queryable, v: unknown) => sql.json(v as JSONValue);
+const json = (sql: Queryable, v: unknown) => sql.json(withoutNul(v) as JSONValue);
 /** Escapes LIKE wildcards so a search term matches literally. */
 const likeLiteral = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 

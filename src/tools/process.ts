@@ -214,7 +214,7 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
   return new Promise<RunResult>((resolve) => {
     let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
-      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? process.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? toolEnvironment(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       resolve({ ...empty(), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
@@ -315,4 +315,14 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
       setTimeout(() => void finish(), DRAIN_MS).unref?.();
     });
   });
+}
+
+/** Server secrets that must never reach a command the model runs (it could print them with `env`). */
+const SECRET_ENV = /^(APP_SERVER_AUTH_TOKEN(_FILE)?|DATABASE_URL|TEST_DATABASE_URL|PG(PASSWORD|PASSFILE)|.*_API_KEY|.*_AUTH_TOKEN|.*_SECRET(_KEY)?|ANTHROPIC_.*|OPENAI_.*)$/i;
+
+/** The server's environment minus its secrets: what tool processes inherit. */
+export function toolEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) if (!SECRET_ENV.test(k)) out[k] = v;
+  return out;
 }

@@ -11,7 +11,7 @@ import { commandApprovalKey, decideCommand } from "./approval.js";
 import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, runProcess, truncateMiddle, type RunResult } from "./process.js";
+import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, runProcess, toolEnvironment, truncateMiddle, type RunResult } from "./process.js";
 import { checkPath, realpathLoose } from "./workspace.js";
 
 export interface ShellOptions {
@@ -182,7 +182,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
         file: "bash",
         args: ["-lc", args.command],
         cwd: cwdReal,
-        env: { ...process.env, PAGER: "cat", GIT_PAGER: "cat" },
+        env: { ...toolEnvironment(), PAGER: "cat", GIT_PAGER: "cat" },
         timeoutMs,
         outputCapBytes: opts.outputCapBytes,
         killGraceMs: opts.killGraceMs,

@@ -10,7 +10,7 @@ import { promises as fs } from "node:fs";
 import type { AppContext } from "../../app-context.js";
 import type { SandboxMode } from "../../protocol/common.js";
 import { isReadOnlyCommand } from "../../tools/command-parse.js";
-import { runProcess } from "../../tools/process.js";
+import { runProcess, toolEnvironment } from "../../tools/process.js";
 import { checkPath } from "../../tools/workspace.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
@@ -42,7 +42,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
       throw invalidRequest("command/exec refused by the read-only sandbox: the command is not on the read-only allow list");
     }
 
-    const env: NodeJS.ProcessEnv = { ...process.env };
+    const env: NodeJS.ProcessEnv = toolEnvironment();
     for (const [k, v] of Object.entries(p.env ?? {})) {
       if (v === null || v === undefined) delete env[k];
       else env[k] = v;
