@@ -1,6 +1,8 @@
-/** The `app-server` command: serve, generate-json-schema, --help. */
+/** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { runExec } from "./client/exec.js";
+import { runThreads } from "./client/threads.js";
 import { ConfigError, DEFAULT_LISTEN, resolveServeConfig } from "./config.js";
 import { createLogger } from "./log.js";
 import { writeJsonSchemas } from "./protocol/json-schema.js";
@@ -10,7 +12,9 @@ import { VERSION } from "./version.js";
 const HELP = `app-server ${VERSION} — a self-hosted server for driving coding agents (Codex app-server v2 protocol)
 
 Usage:
-  app-server serve [options]             run the server
+  app-server serve [options]             run the server (its web playground: http://HOST:PORT/)
+  app-server exec PROMPT [options]       run one turn and print it as it streams
+  app-server threads [options]           list threads
   app-server generate-json-schema --out DIR
                                          write the protocol's JSON Schema files to DIR
   app-server --help | --version
@@ -27,6 +31,32 @@ serve options (environment fallback in brackets):
 
 Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr.
+
+exec options (PROMPT "-" reads the prompt from stdin):
+  --url URL                connect to this server; without it an embedded server is
+                           started in-process (same --home and database defaults as serve)
+  --thread ID              continue this thread instead of starting a new one
+  --approve MODE           how to answer approval requests: ask (prompt on the terminal:
+                           y yes, s yes for the session, n no, c cancel the turn; declines
+                           when stdin is not a terminal), always, never. Default ask
+  --approval-policy P      when the server asks: untrusted | on-request | on-failure | never
+  --sandbox S              read-only | workspace-write | danger-full-access
+  --cwd DIR                the thread's working directory, default the current one
+  --model M, --model-provider P
+  --json                   print each notification as one JSON line on stdout
+  --home DIR               the embedded server's data directory              [APP_SERVER_HOME]
+  --token T                the server's token, sent as Authorization: Bearer T
+                                                               [APP_SERVER_AUTH_TOKEN]
+  The agent's text goes to stdout; commands, output, file changes and the plan to stderr.
+  Ctrl-C interrupts the turn (twice: quit at once).
+  Exit codes: 0 completed, 1 failed (or connection lost), 2 usage error, 130 interrupted.
+
+threads options:
+  --url URL, --home DIR, --token T   as for exec
+  --search TERM            only threads whose name or preview contains TERM
+  --limit N                at most N threads (1-100, default 25)
+  --archived               list archived threads instead
+  --json                   one thread object per line
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -57,6 +87,13 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === "serve") return serve(rest);
+  if (command === "exec" || command === "threads") {
+    if (rest.includes("--help") || rest.includes("-h")) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    return command === "exec" ? runExec(rest) : runThreads(rest);
+  }
   process.stderr.write(`unknown command: ${command}\n\n${HELP}`);
   return 2;
 }

@@ -124,8 +124,25 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   const ws =
     listen.kind === "ws"
-      ? await startWebSocketTransport({ host: listen.host, port: listen.port, maxFrameBytes: opts.maxFrameBytes, log, isReady: () => ready, accept })
+      ? await startWebSocketTransport({
+          host: listen.host,
+          port: listen.port,
+          maxFrameBytes: opts.maxFrameBytes,
+          log,
+          isReady: () => ready,
+          accept,
+          authToken: opts.authToken ?? null,
+          allowedOrigins: opts.allowedOrigins ?? [],
+          maxConnections: limits.maxConnections,
+          outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
+          metrics: () => metrics.render(),
+          onCoalesced: () => metrics.coalescedDeltas.inc(),
+          onOverflow: () => metrics.overflowCloses.inc(),
+          onConnectionsChanged: (n) => metrics.setConnections(n),
+        })
       : null;
+
+  if (ws) metrics.trackOutbound(() => ws.bufferedBytes());
 
   let db: Database;
   try {

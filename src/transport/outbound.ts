@@ -34,8 +34,12 @@ export interface OutboundOptions {
 }
 
 interface Entry {
-  text: string;
+  /** Serialised message; absent while deltas are still being merged into it. */
+  text?: string;
+  bytes: number;
   hint?: CoalesceHint;
+  /** Merged delta texts, joined once when the entry is sent (merging stays linear). */
+  parts?: string[];
 }
 
 export const OVERFLOW_CLOSE_CODE = 1013;
@@ -66,22 +70,21 @@ export class OutboundQueue {
     }
     const tail = this.queue[this.queue.length - 1];
     if (hint && tail?.hint && tail.hint.key === hint.key) {
-      const merged = {
-        ...hint.message,
-        params: { ...hint.message.params, delta: tail.hint.message.params.delta + hint.message.params.delta },
-        emittedAtMs: tail.hint.message.emittedAtMs ?? hint.message.emittedAtMs,
-      };
-      const mergedText = JSON.stringify(merged);
-      this.queuedBytes += mergedText.length - tail.text.length;
-      tail.text = mergedText;
-      tail.hint = { key: hint.key, message: merged };
+      tail.parts ??= [tail.hint.message.params.delta];
+      tail.parts.push(hint.message.params.delta);
+      tail.hint = { key: hint.key, message: { ...hint.message, emittedAtMs: tail.hint.message.emittedAtMs ?? hint.message.emittedAtMs } };
+      delete tail.text;
+      tail.bytes += hint.message.params.delta.length;
+      this.queuedBytes += hint.message.params.delta.length;
       this.coalesced++;
       this.opts.onCoalesced?.();
     } else {
-      this.queue.push({ text, ...(hint ? { hint } : {}) });
+      this.queue.push({ text, bytes: text.length, ...(hint ? { hint } : {}) });
       this.queuedBytes += text.length;
     }
-    if (this.bufferedBytes > this.opts.maxBufferedBytes) {
+    // Only what waits here counts: the socket itself never holds much more than the high-water
+    // mark (we stop writing there), and one large message must not doom a reading client.
+    if (this.queuedBytes > this.opts.maxBufferedBytes) {
       this.opts.onOverflow?.(this.bufferedBytes);
       this.close();
       this.sink.close(OVERFLOW_CLOSE_CODE, OVERFLOW_CLOSE_REASON);
@@ -109,11 +112,16 @@ export class OutboundQueue {
   private pump(): void {
     while (!this.closed && this.queue.length > 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
       const entry = this.queue.shift()!;
-      this.queuedBytes -= entry.text.length;
-      this.sink.write(entry.text);
+      this.queuedBytes -= entry.bytes;
+      this.sink.write(entry.text ?? serialise(entry));
     }
     if (!this.closed && this.queue.length > 0) this.schedule();
   }
+}
+
+function serialise(entry: Entry): string {
+  const m = entry.hint!.message;
+  return JSON.stringify({ ...m, params: { ...m.params, delta: entry.parts!.join("") } });
 }
 
 const DELTA_METHOD = /(\/delta|Delta)$/;

@@ -2,11 +2,39 @@
  * WebSocket transport on fastify: exactly one JSON-RPC message per text frame, plus
  * GET /healthz (process alive) and GET /readyz (store ready, accepting) on the same port.
  * Frames over the size limit close the connection with 1009 (ws enforces maxPayload).
+ * A plain GET / (no upgrade) serves the web playground from public/ (same origin as the socket).
  */
+import { readFileSync } from "node:fs";
+import { createHash, timingSafeEqual } from "node:crypto";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { WebSocket } from "ws";
 import type { Logger } from "../log.js";
+import { deltaHint, OutboundQueue } from "./outbound.js";
+
+/** The playground's files, read once: public/ next to src/ (tsx) or dist/ (built). */
+const PLAYGROUND_FILES = {
+  "index.html": "text/html; charset=utf-8",
+  "app.js": "text/javascript; charset=utf-8",
+  "style.css": "text/css; charset=utf-8",
+} as const;
+type PlaygroundFile = keyof typeof PLAYGROUND_FILES;
+
+function loadPlayground(): Map<PlaygroundFile, Buffer> {
+  const files = new Map<PlaygroundFile, Buffer>();
+  for (const name of Object.keys(PLAYGROUND_FILES) as PlaygroundFile[]) {
+    try {
+      files.set(name, readFileSync(new URL(`../../public/${name}`, import.meta.url)));
+    } catch {
+      // Not shipped (a trimmed install): the route answers 404 and the server works as before.
+    }
+  }
+  return files;
+}
+
+/** Page, script and styles come from this origin only; the socket is this origin too. */
+const PLAYGROUND_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 export interface WebSocketTransportOptions {
   host: string;
@@ -16,11 +44,62 @@ export interface WebSocketTransportOptions {
   /** Whether the server accepts connections (the store is ready). */
   isReady(): boolean;
   /** A new client: returns the callbacks for its frames and its close. */
-  accept(send: (text: string) => void, closeSocket: (code: number, reason: string) => void): { receive(text: string): void; closed(): void };
+  accept(
+    send: (text: string, message?: Record<string, unknown>) => void,
+    closeSocket: (code: number, reason: string) => void,
+  ): { receive(text: string): void; closed(): void };
+  /** Required bearer token (constant-time compared); null: no authentication. */
+  authToken?: string | null;
+  /** Browser origins allowed besides the server's own. */
+  allowedOrigins?: string[];
+  maxConnections?: number;
+  outbound?: { highWaterBytes: number; maxBufferedBytes: number };
+  /** Prometheus text for GET /metrics (absent: no route). */
+  metrics?: () => Promise<string>;
+  onCoalesced?(): void;
+  onOverflow?(bufferedBytes: number): void;
+  onConnectionsChanged?(open: number): void;
 }
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest();
+
+/** Constant-time token check (hashing first makes the lengths equal). */
+export function tokenMatches(given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false;
+  return timingSafeEqual(sha256(given), sha256(expected));
+}
+
+/**
+ * The token a client presented: `Authorization: Bearer <token>`, or — for browsers, which cannot
+ * set headers on a WebSocket — a `token` query parameter.
+ */
+export function presentedToken(headers: Record<string, string | string[] | undefined>, url: string): string | undefined {
+  const auth = headers.authorization;
+  if (typeof auth === "string") {
+    const m = /^Bearer\s+(.+)$/i.exec(auth.trim());
+    if (m) return m[1]!.trim();
+  }
+  return new URL(url, "http://x").searchParams.get("token") ?? undefined;
+}
+
+/** Same origin as the server itself (the playground), or listed. Requests without Origin are not browsers. */
+export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
+  if (origin === undefined) return true;
+  if (allowed.includes(origin)) return true;
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
+}
+
+/** URLs in log lines never carry the browser token. */
+const withoutToken = (url: string) => url.replace(/([?&]token=)[^&]*/gi, "$1[redacted]");
 
 export interface WebSocketTransport {
   readonly url: string;
+  /** Bytes waiting for clients (queued + socket buffers), all connections. */
+  bufferedBytes(): number;
   /** The fastify instance (tests use inject; the metrics route attaches here later). */
   readonly app: FastifyInstance<any, any, any, any>;
   close(): Promise<void>;
@@ -30,8 +109,14 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   // Per-request logs would be noise (one WebSocket upgrade per client); warnings and errors stay.
   // Raise the level to warn, never lower it below the configured one (e.g. silent).
   const httpLevel = opts.log.levelVal > opts.log.levels.values.warn! ? opts.log.level : "warn";
-  const app = Fastify({ loggerInstance: opts.log.child({ component: "http" }, { level: httpLevel }) });
+  const app = Fastify({
+    loggerInstance: opts.log.child(
+      { component: "http" },
+      { level: httpLevel, serializers: { req: (req: { method?: string; url?: string }) => ({ method: req.method, url: withoutToken(req.url ?? "") }) } },
+    ),
+  });
   const sockets = new Set<WebSocket>();
+  const queues = new Set<OutboundQueue>();
   await app.register(websocket, {
     options: { maxPayload: opts.maxFrameBytes },
     // A client's protocol error (oversized frame → 1009, invalid UTF-8 → 1007, abrupt reset) is
@@ -42,7 +127,32 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
     },
   });
 
+  const playground = loadPlayground();
+  const sendPlayground = (reply: FastifyReply<any, any, any, any>, name: PlaygroundFile) => {
+    const body = playground.get(name);
+    if (!body) return reply.code(404).type("text/plain; charset=utf-8").send("the playground is not installed (public/ is missing)\n");
+    return reply
+      .type(PLAYGROUND_FILES[name])
+      .header("cache-control", "no-cache")
+      .header("x-content-type-options", "nosniff")
+      .header("referrer-policy", "no-referrer")
+      .header("content-security-policy", PLAYGROUND_CSP)
+      .send(body);
+  };
+  app.get("/app.js", (_req, reply) => sendPlayground(reply, "app.js"));
+  app.get("/style.css", (_req, reply) => sendPlayground(reply, "style.css"));
+
+  const authorized = (headers: Record<string, string | string[] | undefined>, url: string) =>
+    !opts.authToken || tokenMatches(presentedToken(headers, url), opts.authToken);
+
   app.get("/healthz", async () => ({ status: "ok" }));
+  if (opts.metrics) {
+    const render = opts.metrics;
+    app.get("/metrics", async (req, reply) => {
+      if (!authorized(req.headers, req.url)) return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
+      return reply.type("text/plain; version=0.0.4; charset=utf-8").send(await render());
+    });
+  }
   app.get("/readyz", async (_req, reply) => {
     if (!opts.isReady()) return reply.code(503).send({ status: "starting" });
     return { status: "ready" };
@@ -50,27 +160,69 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
 
   app.register(async (scope) => {
     // Refuse upgrades until the store is ready, rather than accept and fail every request.
-    scope.addHook("preValidation", async (_req, reply) => {
-      if (!opts.isReady()) await reply.code(503).send({ error: "server is starting" });
+    // (The playground page itself is served while starting; it retries the socket.)
+    // Then, still before any JSON-RPC: the connection limit, the origin (cross-site WebSocket
+    // hijacking) and the token. The page itself needs none of these: it asks for the token.
+    scope.addHook("preValidation", async (req, reply) => {
+      if (!req.ws) return;
+      if (!opts.isReady()) return reply.code(503).send({ error: "server is starting" });
+      if (opts.maxConnections !== undefined && sockets.size >= opts.maxConnections)
+        return reply.code(503).send({ error: `too many connections (limit ${opts.maxConnections})` });
+      if (!originAllowed(req.headers.origin, req.headers.host, opts.allowedOrigins ?? []))
+        return reply.code(403).send({ error: "origin not allowed" });
+      if (!authorized(req.headers, req.url)) {
+        opts.log.warn({ component: "ws", remote: req.ip }, "rejected a connection without a valid token");
+        return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
+      }
     });
-    scope.get("/", { websocket: true }, (socket: WebSocket) => {
-      sockets.add(socket);
-      const send = (text: string) => {
-        if (socket.readyState === socket.OPEN) socket.send(text);
-      };
-      const peer = opts.accept(send, (code, reason) => socket.close(code, reason));
-      socket.on("message", (data, isBinary) => {
-        if (isBinary) {
-          send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: binary frames are not supported; send JSON text frames" } }));
-          return;
-        }
-        peer.receive(data.toString());
-      });
-      socket.on("error", (err) => opts.log.debug({ err }, "websocket error"));
-      socket.on("close", () => {
-        sockets.delete(socket);
-        peer.closed();
-      });
+    scope.route({
+      method: "GET",
+      url: "/",
+      // A plain GET (a browser opening the page): the playground.
+      handler: (_req, reply) => sendPlayground(reply, "index.html"),
+      // An upgrade: one JSON-RPC connection.
+      wsHandler: (socket: WebSocket) => {
+        sockets.add(socket);
+        opts.onConnectionsChanged?.(sockets.size);
+        const outbound = new OutboundQueue(
+          {
+            get bufferedAmount() {
+              return socket.bufferedAmount;
+            },
+            write: (text) => {
+              if (socket.readyState === socket.OPEN) socket.send(text);
+            },
+            close: (code, reason) => socket.close(code, reason),
+          },
+          {
+            highWaterBytes: opts.outbound?.highWaterBytes ?? 1024 * 1024,
+            maxBufferedBytes: opts.outbound?.maxBufferedBytes ?? 32 * 1024 * 1024,
+            onCoalesced: opts.onCoalesced,
+            onOverflow: (bytes) => {
+              opts.log.warn({ component: "ws", bufferedBytes: bytes }, "closed a connection that stopped reading (outbound buffer full)");
+              opts.onOverflow?.(bytes);
+            },
+          },
+        );
+        queues.add(outbound);
+        const send = (text: string, message?: Record<string, unknown>) => outbound.push(text, message ? deltaHint(message) : undefined);
+        const peer = opts.accept(send, (code, reason) => socket.close(code, reason));
+        socket.on("message", (data, isBinary) => {
+          if (isBinary) {
+            send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: binary frames are not supported; send JSON text frames" } }));
+            return;
+          }
+          peer.receive(data.toString());
+        });
+        socket.on("error", (err) => opts.log.debug({ err }, "websocket error"));
+        socket.on("close", () => {
+          sockets.delete(socket);
+          queues.delete(outbound);
+          outbound.close();
+          opts.onConnectionsChanged?.(sockets.size);
+          peer.closed();
+        });
+      },
     });
   });
 
@@ -81,6 +233,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   return {
     url: `ws://${host}:${port}`,
     app,
+    bufferedBytes: () => [...queues].reduce((n, q) => n + q.bufferedBytes, 0),
     close: async () => {
       for (const s of sockets) s.close(1001, "server shutting down");
       await app.close();

@@ -1,0 +1,151 @@
+/**
+ * A small JSON-RPC 2.0 client over a WebSocket (the `ws` package), for the `exec` and `threads`
+ * commands: requests with promises, notifications to listeners, and server → client requests
+ * (approvals, dynamic tool calls) answered by registered handlers.
+ */
+import WebSocket from "ws";
+import { VERSION } from "../version.js";
+
+export class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** A message as received (a notification or a server request), after JSON parsing. */
+export type Frame = { jsonrpc?: string; id?: string | number | null; method?: string; params?: any; result?: unknown; error?: any; [k: string]: unknown };
+
+export type NotificationListener = (method: string, params: any, frame: Frame) => void;
+export type ServerRequestHandler = (params: any, frame: Frame) => unknown | Promise<unknown>;
+
+export interface ConnectOptions {
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Largest accepted message (default 64 MiB). */
+  maxPayload?: number;
+}
+
+export class RpcClient {
+  private nextId = 1;
+  private readonly pending = new Map<string | number, { resolve(v: unknown): void; reject(e: Error): void }>();
+  private readonly listeners = new Set<NotificationListener>();
+  private readonly handlers = new Map<string, ServerRequestHandler>();
+  private closeInfo: { code: number; reason: string } | null = null;
+  /** Resolves when the socket closes, with its close code and reason. */
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  private constructor(private readonly ws: WebSocket) {
+    ws.on("message", (data, isBinary) => {
+      if (!isBinary) this.onText(data.toString());
+    });
+    this.closed = new Promise((resolve) =>
+      ws.on("close", (code, reason) => {
+        this.closeInfo = { code, reason: reason.toString() };
+        const err = new Error(`connection closed (${code}${this.closeInfo.reason ? `: ${this.closeInfo.reason}` : ""})`);
+        for (const p of this.pending.values()) p.reject(err);
+        this.pending.clear();
+        resolve(this.closeInfo);
+      }),
+    );
+    ws.on("error", () => {}); // reported through close
+  }
+
+  /** Opens the socket; rejects with a readable message when the server cannot be reached or refuses. */
+  static connect(url: string, opts: ConnectOptions = {}): Promise<RpcClient> {
+    const headers: Record<string, string> = {};
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    return new Promise((resolve, reject) => {
+      let ws: WebSocket;
+      try {
+        ws = new WebSocket(url, { headers, perMessageDeflate: false, maxPayload: opts.maxPayload ?? 64 * 1024 * 1024 });
+      } catch (err) {
+        reject(new Error(`invalid server URL ${url}: ${(err as Error).message}`));
+        return;
+      }
+      ws.once("unexpected-response", (_req, res) => {
+        reject(new Error(`the server at ${url} refused the connection: HTTP ${res.statusCode}${res.statusCode === 401 || res.statusCode === 403 ? " (is a token needed? --token)" : ""}`));
+        ws.terminate();
+      });
+      ws.once("error", (err) => reject(new Error(`could not connect to ${url}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
+      ws.once("open", () => resolve(new RpcClient(ws)));
+    });
+  }
+
+  /** initialize + initialized. */
+  async initialize(name: string, title: string | null = null): Promise<any> {
+    const result = await this.request("initialize", { clientInfo: { name, title, version: VERSION } });
+    this.notify("initialized", {});
+    return result;
+  }
+
+  request<T = any>(method: string, params?: unknown): Promise<T> {
+    if (this.closeInfo) return Promise.reject(new Error("connection closed"));
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.send({ id, method, ...(params === undefined ? {} : { params }) });
+    });
+  }
+
+  notify(method: string, params?: unknown): void {
+    this.send({ method, ...(params === undefined ? {} : { params }) });
+  }
+
+  /** Listens to every notification; returns the unsubscribe function. */
+  onNotification(listener: NotificationListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Answers server requests of `method` (unhandled methods get -32601). */
+  handle(method: string, handler: ServerRequestHandler): void {
+    this.handlers.set(method, handler);
+  }
+
+  async close(): Promise<void> {
+    if (this.closeInfo) return;
+    this.ws.close(1000, "done");
+    await this.closed;
+  }
+
+  private send(message: object): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ jsonrpc: "2.0", ...message }));
+  }
+
+  private onText(text: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return;
+    }
+    for (const frame of (Array.isArray(parsed) ? parsed : [parsed]) as Frame[]) {
+      if (!frame || typeof frame !== "object") continue;
+      if (typeof frame.method === "string" && frame.id !== undefined && frame.id !== null) void this.answer(frame);
+      else if (typeof frame.method === "string") for (const l of [...this.listeners]) l(frame.method, frame.params ?? {}, frame);
+      else if (frame.id !== undefined && frame.id !== null && this.pending.has(frame.id)) {
+        const p = this.pending.get(frame.id)!;
+        this.pending.delete(frame.id);
+        if (frame.error) p.reject(new RpcError(frame.error.code, frame.error.message, frame.error.data));
+        else p.resolve(frame.result);
+      }
+    }
+  }
+
+  private async answer(frame: Frame): Promise<void> {
+    const handler = this.handlers.get(frame.method!);
+    if (!handler) {
+      this.send({ id: frame.id, error: { code: -32601, message: `Method not found: ${frame.method}` } });
+      return;
+    }
+    try {
+      this.send({ id: frame.id, result: await handler(frame.params ?? {}, frame) });
+    } catch (err) {
+      this.send({ id: frame.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
+    }
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * Self-hosting hardening over real connections: bearer auth and origin checks before any
+ * JSON-RPC, connection/ingress/turn/input limits with clear errors, backpressure with delta
+ * coalescing, the 1013 close for a client that stops reading (bounded memory) and its gap-free
+ * resume, and the Prometheus endpoint.
+ */
+import WebSocket from "ws";
+import { afterEach, describe, expect, it } from "vitest";
+import { BACKENDS } from "./support/db.js";
+import { TestClient } from "./support/client.js";
+import { startTestServer, type TestServer } from "./support/server.js";
+import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+
+const backend = BACKENDS[BACKENDS.length - 1]!;
+const TOKEN = "test-token-0123456789abcdef";
+
+let ts: TestServer | undefined;
+let h: TurnHarness | undefined;
+const clients: TestClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) await c.close().catch(() => {});
+  await ts?.close();
+  await h?.close();
+  ts = undefined;
+  h = undefined;
+});
+
+/** The HTTP status a WebSocket upgrade is answered with (101 when it is accepted). */
+function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    ws.once("open", () => {
+      ws.close();
+      resolve(101);
+    });
+    ws.once("unexpected-response", (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      res.resume();
+    });
+    ws.once("error", (err) => {
+      if (!/Unexpected server response/.test(String(err))) reject(err);
+    });
+  });
+}
+
+describe("authentication and origin checks", () => {
+  it("rejects upgrades without the right bearer token with 401, before any JSON-RPC", async () => {
+    ts = await startTestServer(backend, { authToken: TOKEN });
+    expect(await upgradeStatus(ts.url)).toBe(401);
+    expect(await upgradeStatus(ts.url, { authorization: "Bearer wrong-token-0123456789" })).toBe(401);
+    expect(await upgradeStatus(ts.url, { authorization: `Basic ${TOKEN}` })).toBe(401);
+    expect(await upgradeStatus(ts.url, { authorization: `Bearer ${TOKEN}` })).toBe(101);
+    expect(await upgradeStatus(`${ts.url}/?token=${TOKEN}`)).toBe(101);
+    const c = await TestClient.connect(ts.url, { headers: { authorization: `Bearer ${TOKEN}` } });
+    clients.push(c);
+    await c.request("initialize", { clientInfo: { name: "t", title: null, version: "1" } });
+    expect((await c.request("thread/start", {})).thread.id).toEqual(expect.any(String));
+    // Health stays open (for load balancers); metrics need the token too.
+    expect((await fetch(`${ts.httpUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${ts.httpUrl}/metrics`)).status).toBe(401);
+    expect((await fetch(`${ts.httpUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+  });
+
+  it("rejects a foreign Origin with 403 and admits the server's own and listed ones", async () => {
+    ts = await startTestServer(backend, { allowedOrigins: ["https://ide.example"] });
+    const own = ts.httpUrl;
+    expect(await upgradeStatus(ts.url, { origin: "https://evil.example" })).toBe(403);
+    expect(await upgradeStatus(ts.url, { origin: "null" })).toBe(403);
+    expect(await upgradeStatus(ts.url, { origin: "https://ide.example" })).toBe(101);
+    expect(await upgradeStatus(ts.url, { origin: own })).toBe(101);
+    expect(await upgradeStatus(ts.url)).toBe(101); // not a browser
+  });
+});
+
+describe("limits", () => {
+  it("refuses connections past the maximum with 503", async () => {
+    ts = await startTestServer(backend, { limits: { maxConnections: 2 } });
+    clients.push(await TestClient.connect(ts.url), await TestClient.connect(ts.url));
+    expect(await upgradeStatus(ts.url)).toBe(503);
+    await clients.pop()!.close();
+    expect(await upgradeStatus(ts.url)).toBe(101);
+  });
+
+  it("answers requests beyond the per-connection rate with -32001 and recovers", async () => {
+    ts = await startTestServer(backend, { limits: { requestsPerSecond: 1, requestBurst: 3 } });
+    const c = await TestClient.connect(ts.url);
+    clients.push(c);
+    const answers = await Promise.all([1, 2, 3, 4, 5].map(() => c.requestRaw("thread/list", {})));
+    const overloaded = answers.filter((f) => f.error?.code === -32001);
+    expect(overloaded.length).toBeGreaterThanOrEqual(2);
+    expect(overloaded[0]!.error.message).toBe("Server overloaded; retry later");
+    expect(overloaded[0]!.error.data).toMatchObject({ reason: "rateLimited" });
+  });
+
+  it("answers requests beyond the in-flight bound with -32001", async () => {
+    h = await startTurnHarness(backend, "openai", { limits: { maxInFlightRequests: 1 } });
+    const c = await TestClient.initialized(h.ts.url);
+    clients.push(c);
+    // thread/start waits on the store; five at once exceed one in flight.
+    const answers = await Promise.all([1, 2, 3, 4, 5].map(() => c.requestRaw("thread/start", {})));
+    expect(answers.some((f) => f.error?.code === -32001 && f.error.data.reason === "tooManyInFlightRequests")).toBe(true);
+    expect(answers.some((f) => f.result?.thread)).toBe(true);
+  });
+
+  it("refuses a turn past the concurrent-turn limit with -32001, and oversized input with -32602", async () => {
+    h = await startTurnHarness(backend, "openai", { limits: { maxConcurrentTurns: 1, maxInputBytes: 1000 } });
+    const c = await TestClient.initialized(h.ts.url);
+    clients.push(c);
+    const a = (await c.request("thread/start", {})).thread.id;
+    const b = (await c.request("thread/start", {})).thread.id;
+    h.mock.enqueue({ kind: "hang" });
+    const first = (await c.request("turn/start", { threadId: a, input: text("hang on") })).turn;
+    const refused = await c.requestRaw("turn/start", { threadId: b, input: text("me too") });
+    expect(refused.error).toMatchObject({ code: -32001, message: "Server overloaded; retry later" });
+    await c.request("turn/interrupt", { threadId: a, turnId: first.id });
+    await turnCompleted(c, first.id);
+    const big = await c.requestRaw("turn/start", { threadId: b, input: text("x".repeat(2000)) });
+    expect(big.error.code).toBe(-32602);
+    expect(big.error.message).toMatch(/limit per turn is 1000/);
+    // Nothing was recorded for the refused turns.
+    const read = await c.request("thread/read", { threadId: b, includeTurns: true });
+    expect(read.thread.turns).toEqual([]);
+  });
+
+  it("refuses NUL characters in params with -32602", async () => {
+    ts = await startTestServer(backend);
+    const c = await TestClient.initialized(ts.url);
+    clients.push(c);
+    const f = await c.requestRaw("thread/start", { cwd: "/tmp/a\u0000b" });
+    expect(f.error.code).toBe(-32602);
+    expect(f.error.message).toMatch(/NUL/);
+  });
+});
+
+type Pausable = { _socket: { pause(): void; resume(): void } };
+
+describe("backpressure", () => {
+  it("coalesces deltas for a client that reads slowly, without losing text", async () => {
+    h = await startTurnHarness(backend, "openai", { limits: { outboundHighWaterBytes: 64 * 1024, outboundMaxBytes: 256 * 1024 * 1024 } });
+    const slow = await TestClient.initialized(h.ts.url);
+    clients.push(slow);
+    const threadId = (await slow.request("thread/start", {})).thread.id;
+    const watcher = await TestClient.initialized(h.ts.url);
+    clients.push(watcher);
+    await watcher.request("thread/resume", { threadId });
+    // The slow client stops reading while the reply streams (kernel buffers fill, then ours).
+    (slow.ws as unknown as Pausable)._socket.pause();
+    const chunks = Array.from({ length: 6000 }, (_, i) => `${String(i).padStart(5, "0")}${"z".repeat(995)}`);
+    h.mock.enqueue({ text: chunks });
+    const { turn } = await watcher.request("turn/start", { threadId, input: text("stream a lot") });
+    await turnCompleted(watcher, turn.id, 60_000);
+    (slow.ws as unknown as Pausable)._socket.resume();
+    await turnCompleted(slow, turn.id, 60_000);
+    const deltas = slow.notifications("item/agentMessage/delta");
+    expect(deltas.map((f) => f.params.delta).join("")).toBe(chunks.join(""));
+    expect(deltas.length).toBeLessThan(chunks.length); // merged while it was not reading
+    const seqs = deltas.map((f) => f.params.seq);
+    expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
+    // The watcher, which kept reading, got them one by one.
+    expect(watcher.notifications("item/agentMessage/delta")).toHaveLength(chunks.length);
+    const metrics = await (await fetch(`${h.ts.httpUrl}/metrics`)).text();
+    expect(metrics).toMatch(/app_server_coalesced_deltas_total [1-9]/);
+  });
+
+  it("closes a client that stops reading with 1013 (bounded memory) and lets it resume without a gap", async () => {
+    const maxQueued = 1024 * 1024;
+    h = await startTurnHarness(backend, "openai", { limits: { outboundHighWaterBytes: 64 * 1024, outboundMaxBytes: maxQueued } });
+    const slow = await TestClient.initialized(h.ts.url);
+    clients.push(slow);
+    const threadId = (await slow.request("thread/start", {})).thread.id;
+    const lastSeen = Math.max(...slow.notifications().map((f) => f.params.seq ?? 0));
+    (slow.ws as unknown as Pausable)._socket.pause();
+    const watcher = await TestClient.initialized(h.ts.url);
+    clients.push(watcher);
+    await watcher.request("thread/resume", { threadId });
+    const chunks = Array.from({ length: 12_000 }, () => "y".repeat(1000));
+    h.mock.enqueue({ text: chunks });
+    const { turn } = await watcher.request("turn/start", { threadId, input: text("flood") });
+    await turnCompleted(watcher, turn.id, 60_000);
+    const metrics = await (await fetch(`${h.ts.httpUrl}/metrics`)).text();
+    expect(metrics).toMatch(/app_server_outbound_overflow_closes_total 1/);
+    // What the server still holds for clients is bounded (the slow one's queue was dropped).
+    const buffered = Number(/app_server_outbound_buffered_bytes (\d+)/.exec(metrics)![1]);
+    expect(buffered).toBeLessThan(maxQueued);
+    (slow.ws as unknown as Pausable)._socket.resume();
+    await slow.closed;
+    expect(slow.closeCode).toBe(1013);
+    expect(slow.closeReason).toMatch(/afterSeq/);
+
+    // Reconnect and resume after the last seq it saw: every stored event follows, in order.
+    const back = await TestClient.initialized(h.ts.url);
+    clients.push(back);
+    await back.request("thread/resume", { threadId, afterSeq: lastSeen });
+    await turnCompleted(back, turn.id, 60_000);
+    const stored: number[] = [];
+    for (let after = lastSeen; ; ) {
+      const page = await back.request("thread/events/list", { threadId, afterSeq: after, limit: 1000 });
+      stored.push(...page.data.map((e: any) => e.seq));
+      if (page.nextAfterSeq === null) break;
+      after = page.nextAfterSeq;
+    }
+    const replayed = back
+      .notifications()
+      .filter((f) => (f.params.threadId === threadId || f.params.thread?.id === threadId) && !/[dD]elta$/.test(f.method) && f.method !== "serverRequest/resolved")
+      .map((f) => f.params.seq);
+    expect(replayed).toEqual(stored);
+    const completed = back.notifications("item/completed").find((f) => f.params.item.type === "agentMessage");
+    expect(completed!.params.item.text.length).toBe(12_000 * 1000);
+  });
+});
