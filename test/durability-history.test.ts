@@ -10,7 +10,7 @@ import { BACKENDS, freshDatabase, type TestDatabase } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer, type RecordedRequest } from "./support/mock-model-server.js";
 import { startServerOn, type TestServer } from "./support/server.js";
-import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { mockProviders, startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
 import { allEvents, deferred, expectExtends } from "./support/durability.js";
 import type { StartOptions } from "../src/server.js";
@@ -308,11 +308,7 @@ describe.each(BACKENDS)("fork, rollback and compaction survive a restart (%s)", 
       {
         modelProvider: "anthropic",
         model: "mock-model",
-        providers: {
-          anthropic: { baseURL: mock.anthropicBaseUrl, apiKey: "test-key" },
-          openai: { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-          "openai-chat": { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-        },
+        providers: mockProviders(mock),
       },
       reopen,
     );

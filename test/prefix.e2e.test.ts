@@ -9,7 +9,7 @@ import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer, type RecordedRequest } from "./support/mock-model-server.js";
 import { canonicalPrompt, expectPrefix, expectPrefixChain } from "./support/prefix.js";
 import { startServerOn, type TestServer } from "./support/server.js";
-import { PROVIDERS, text, turnCompleted, type ProviderName } from "./support/turns.js";
+import { mockProviders, PROVIDERS, text, turnCompleted, type ProviderName } from "./support/turns.js";
 
 const TOOLS = [
   { name: "lookup", description: "Look a key up", inputSchema: { type: "object", properties: { key: { type: "string" }, exact: { type: "boolean" } }, required: ["key"] } },
@@ -36,11 +36,7 @@ async function boot(db: TestDatabase, mock: MockModelServer, provider: ProviderN
     {
       modelProvider: provider,
       model: "mock-model",
-      providers: {
-        anthropic: { baseURL: mock.anthropicBaseUrl, apiKey: "k" },
-        openai: { baseURL: mock.openaiBaseUrl, apiKey: "k" },
-        "openai-chat": { baseURL: mock.openaiBaseUrl, apiKey: "k" },
-      },
+      providers: mockProviders(mock),
       turns: { retry: { maxRetries: 0, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } },
     },
     reopen,

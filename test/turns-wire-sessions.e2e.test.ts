@@ -9,7 +9,7 @@ import { BACKENDS, freshDatabase, type TestDatabase } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startServerOn, type TestServer } from "./support/server.js";
-import { methodSequence, PROVIDERS, startTurnHarness, text, turnCompleted, type ProviderName, type TurnHarness } from "./support/turns.js";
+import { methodSequence, mockProviders, PROVIDERS, startTurnHarness, text, turnCompleted, type ProviderName, type TurnHarness } from "./support/turns.js";
 import { expectPrefixExtension, itemsCompleted, LOOKUP_TOOL, mockCallId, serverRequests, wireSequence } from "./support/wire.js";
 import { DEFAULT_MODELS } from "../src/config.js";
 
@@ -198,11 +198,7 @@ describe.each(BACKENDS)("persistence across a restart (%s)", (persistBackend) =>
         {
           modelProvider: provider,
           model: "mock-model",
-          providers: {
-            anthropic: { baseURL: mock.anthropicBaseUrl, apiKey: "test-key" },
-            openai: { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-            "openai-chat": { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-          },
+          providers: mockProviders(mock),
           turns: { retry: { maxRetries: 3, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 50 } },
         },
         reopen,

@@ -4,17 +4,11 @@
  * (approvals, dynamic tool calls) answered by registered handlers.
  */
 import WebSocket from "ws";
+import { RpcError } from "../rpc/errors.js";
 import { VERSION } from "../version.js";
 
-export class RpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-  }
-}
+/** The same error type the server's handlers throw: a JSON-RPC error with code and data. */
+export { RpcError };
 
 /** A message as received (a notification or a server request), after JSON parsing. */
 export type Frame = { jsonrpc?: string; id?: string | number | null; method?: string; params?: any; result?: unknown; error?: any; [k: string]: unknown };

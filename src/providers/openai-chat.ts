@@ -7,9 +7,9 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
 import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
-import { resolveAuth, type ResolvedAuth } from "./auth.js";
+import type { ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
-import { createOpenAIClient } from "./openai-responses.js";
+import { openAIConnection } from "./openai-responses.js";
 import { joinText, makeUsage, num } from "./shared.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
 
@@ -199,14 +199,7 @@ export class OpenAIChatProvider implements ModelProvider {
   private readonly client: OpenAI | null;
 
   constructor(private readonly opts: OpenAIChatProviderOptions = {}) {
-    this.auth = resolveAuth({
-      provider: "openai-chat",
-      apiKey: opts.apiKey,
-      baseURL: opts.baseURL,
-      keyEnvVars: ["OPENAI_API_KEY"],
-      baseURLEnvVar: "OPENAI_BASE_URL",
-    });
-    this.client = this.auth.missingKeyError ? null : createOpenAIClient(this.auth, opts.timeoutMs);
+    ({ auth: this.auth, client: this.client } = openAIConnection(this.id, opts));
   }
 
   async *stream(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ProviderStreamEvent> {

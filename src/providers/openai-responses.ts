@@ -343,14 +343,7 @@ export class OpenAIResponsesProvider implements ModelProvider {
   private readonly client: OpenAI | null;
 
   constructor(private readonly opts: OpenAIResponsesProviderOptions = {}) {
-    this.auth = resolveAuth({
-      provider: "openai",
-      apiKey: opts.apiKey,
-      baseURL: opts.baseURL,
-      keyEnvVars: ["OPENAI_API_KEY"],
-      baseURLEnvVar: "OPENAI_BASE_URL",
-    });
-    this.client = this.auth.missingKeyError ? null : createOpenAIClient(this.auth, opts.timeoutMs);
+    ({ auth: this.auth, client: this.client } = openAIConnection(this.id, opts));
   }
 
   async *stream(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ProviderStreamEvent> {
@@ -374,11 +367,18 @@ export class OpenAIResponsesProvider implements ModelProvider {
   }
 }
 
-export function createOpenAIClient(auth: ResolvedAuth, timeoutMs: number | undefined): OpenAI {
-  return new OpenAI({
+/**
+ * Credentials and SDK client for the two OpenAI adapters (Responses and Chat Completions share
+ * OPENAI_API_KEY / OPENAI_BASE_URL). No client when the key is missing: the first call reports it.
+ */
+export function openAIConnection(provider: string, opts: { apiKey?: string; baseURL?: string; timeoutMs?: number }): { auth: ResolvedAuth; client: OpenAI | null } {
+  const auth = resolveAuth({ provider, apiKey: opts.apiKey, baseURL: opts.baseURL, keyEnvVars: ["OPENAI_API_KEY"], baseURLEnvVar: "OPENAI_BASE_URL" });
+  if (auth.missingKeyError) return { auth, client: null };
+  const client = new OpenAI({
     ...(auth.apiKey !== undefined ? { apiKey: auth.apiKey } : {}),
     ...(auth.baseURL !== undefined ? { baseURL: auth.baseURL } : {}),
-    ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
+    ...(opts.timeoutMs !== undefined ? { timeout: opts.timeoutMs } : {}),
     maxRetries: 0, // the agent loop owns retries
   });
+  return { auth, client };
 }

@@ -5,7 +5,7 @@ import type { Message } from "../../src/agent/messages.js";
 import { buildChatRequest, ChatStreamAssembler, convertMessagesToChat } from "../../src/providers/openai-chat.js";
 import type { ProviderOptions } from "../../src/providers/index.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
-import { baseRequest, collect, developer, providerFor, replayDeltas, toolResult, user } from "./helpers.js";
+import { baseRequest, collect, developer, providerFor, replayDeltas, user } from "./helpers.js";
 
 let mock: MockModelServer;
 beforeAll(async () => {

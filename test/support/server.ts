@@ -16,30 +16,22 @@ export interface TestServer {
 /** Silent by default; set TEST_LOG=debug to see server logs. */
 export const testLogger = () => pino({ level: process.env.TEST_LOG ?? "silent" });
 
+/** Starts a server on a fresh database (both are disposed of by close()). */
 export async function startTestServer(backend: Backend, overrides: Partial<StartOptions> = {}): Promise<TestServer> {
   const db = await freshDatabase(backend);
-  const server = await startServer({
-    listen: "ws://127.0.0.1:0",
-    databaseUrl: db.options.databaseUrl,
-    home: db.home,
-    modelProvider: "openai",
-    model: "test-model",
-    maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
-    log: testLogger(),
-    cwd: db.home,
-    ...overrides,
-    database: { ...db.options, ...overrides.database },
-  });
-  return {
-    server,
-    url: server.url,
-    httpUrl: server.url.replace(/^ws:/, "http:"),
-    home: db.home,
-    close: async () => {
-      await server.close();
-      await db.cleanup();
-    },
-  };
+  try {
+    const ts = await startServerOn(db, overrides);
+    return {
+      ...ts,
+      close: async () => {
+        await ts.close();
+        await db.cleanup();
+      },
+    };
+  } catch (err) {
+    await db.cleanup();
+    throw err;
+  }
 }
 
 /**

@@ -14,17 +14,22 @@ export interface TurnHarness {
   close(): Promise<void>;
 }
 
+/** Provider options pointing all three providers at one mock model server. */
+export function mockProviders(mock: MockModelServer): NonNullable<StartOptions["providers"]> {
+  return {
+    anthropic: { baseURL: mock.anthropicBaseUrl, apiKey: "test-key" },
+    openai: { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
+    "openai-chat": { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
+  };
+}
+
 /** A test server whose three providers all point at one mock model server. */
 export async function startTurnHarness(backend: Backend, provider: ProviderName, overrides: Partial<StartOptions> = {}): Promise<TurnHarness> {
   const mock = await startMockModelServer();
   const ts = await startTestServer(backend, {
     modelProvider: provider,
     model: "mock-model",
-    providers: {
-      anthropic: { baseURL: mock.anthropicBaseUrl, apiKey: "test-key" },
-      openai: { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-      "openai-chat": { baseURL: mock.openaiBaseUrl, apiKey: "test-key" },
-    },
+    providers: mockProviders(mock),
     turns: { retry: { maxRetries: 3, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 50 }, ...overrides.turns },
     ...overrides,
   });
