@@ -54,6 +54,8 @@ create table turns (
   unique (thread_id, ordinal)
 );
 create unique index turns_client_message on turns (thread_id, client_user_message_id) where client_user_message_id is not null;
+-- Start-up recovery looks for turns a dead process left running; this keeps that lookup O(running).
+create index turns_in_progress on turns (thread_id, ordinal) where status = 'inProgress';
 
 create table items (
   id              text primary key,

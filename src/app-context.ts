@@ -4,6 +4,7 @@ import type { Logger } from "./log.js";
 import type { Turn } from "./protocol/thread.js";
 import type { Model } from "./protocol/session.js";
 import type { ThreadRuntime } from "./runtime/threads.js";
+import type { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import type { TurnRunner } from "./runtime/turns.js";
 
 export interface ProviderCatalog {
@@ -20,6 +21,8 @@ export interface AppContext {
   readonly runtime: ThreadRuntime;
   readonly providers: ProviderCatalog;
   readonly turns: TurnRunner;
+  /** resume, fork, rollback. */
+  readonly history: ThreadHistoryOps;
   readonly limits: ServerLimits;
   /** What model/list reports. */
   readonly models: Model[];

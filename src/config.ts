@@ -50,8 +50,8 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxConcurrentTurns: 256,
   maxInputBytes: 1024 * 1024,
   maxInFlightRequests: 64,
-  requestsPerSecond: 200,
-  requestBurst: 400,
+  requestsPerSecond: 500,
+  requestBurst: 1000,
   outboundHighWaterBytes: 1024 * 1024,
   outboundMaxBytes: 32 * 1024 * 1024,
 };

@@ -21,6 +21,8 @@ import { ThreadRuntime } from "./runtime/threads.js";
 import { recoverInterruptedTurns, type RecoveryResult } from "./runtime/recovery.js";
 import { TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { TurnStore } from "./store/turn-store.js";
+import { HistoryLog } from "./runtime/history-log.js";
+import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
@@ -156,6 +158,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     throw err;
   }
   log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
+  // PGlite has no autovacuum, so nothing would ever collect planner statistics; without them a
+  // search over many threads reads every row. One ANALYZE in the background after start fixes it.
+  const analyze =
+    db.kind === "pglite"
+      ? setTimeout(() => void db.sql`analyze`.catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref()
+      : null;
 
   const store = new ThreadStore(db.sql);
   let recovery: RecoveryResult;
@@ -182,9 +190,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
   const contextWindow = Number(process.env.APP_SERVER_CONTEXT_WINDOW ?? 0);
   const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
+  const turnStore = new TurnStore(db.sql);
+  const historyLog = new HistoryLog(turnStore, store);
   const turns = new TurnRunner(
     runtime,
-    new TurnStore(db.sql),
+    turnStore,
     new ProviderPool(opts.providers ?? providerOptionsFromEnv(process.env)),
     {
       maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
@@ -197,8 +207,10 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       ...opts.turns,
     },
     log.child({ component: "turns" }),
+    historyLog,
     metrics,
   );
+  const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
   app = {
     limits,
@@ -208,9 +220,10 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     log,
     runtime,
     turns,
+    history,
     models: configuredModels(opts.modelProvider, opts.model),
     providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
-    turnsOf: (threadId) => turns.turnsOf(threadId),
+    turnsOf: (threadId) => history.turnsOf(threadId),
   };
 
   for (const r of recovery.restorable) {
@@ -244,6 +257,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         for (const c of connections) c.close();
         await turns.interruptAll();
         await runtime.shutdown();
+        if (analyze) clearTimeout(analyze);
         await db.close();
         log.info({}, "stopped");
       })()),

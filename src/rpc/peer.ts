@@ -42,7 +42,7 @@ export interface PeerLimits {
   requestBurst: number;
 }
 
-export const DEFAULT_PEER_LIMITS: PeerLimits = { maxInFlightRequests: 64, requestsPerSecond: 200, requestBurst: 400 };
+export const DEFAULT_PEER_LIMITS: PeerLimits = { maxInFlightRequests: 64, requestsPerSecond: 500, requestBurst: 1000 };
 
 export interface RequestContext {
   id: RequestId;

@@ -12,7 +12,7 @@ import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord, TurnRecord } from "../store/records.js";
 import type { ThreadStore } from "../store/thread-store.js";
 import type { RuntimeLogger } from "./threads.js";
-import { turnView } from "./turns.js";
+import { turnView } from "./turn-view.js";
 
 export const RESTART_REASON = "server restarted";
 

@@ -33,3 +33,9 @@ export function codexErrorInfo(err: Error, exhaustedRetries = false): CodexError
 export function turnError(err: Error, opts: { exhaustedRetries?: boolean } = {}): TurnError {
   return { message: err.message, codexErrorInfo: codexErrorInfo(err, opts.exhaustedRetries), additionalDetails: null, misalignment: null };
 }
+
+/** Failures a client caused (answered as -32600 by the handlers). */
+export class TurnRequestError extends Error {}
+
+/** The server is at a capacity limit (answered -32001 "Server overloaded; retry later"). */
+export class OverloadedError extends Error {}

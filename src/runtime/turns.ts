@@ -7,36 +7,40 @@
  * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
  */
 import type { TransactionSql } from "postgres";
-import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type Usage, type UserMessage } from "../agent/messages.js";
-import type { RestorableTurn } from "./recovery.js";
-import type { TurnObserver } from "../metrics.js";
+import { z } from "zod";
 import { runAgentLoop, type LoopEvent, type LoopResult } from "../agent/loop.js";
+import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type Usage, type UserMessage } from "../agent/messages.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
-import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
-import { modelContext, rolledBackTurns, type HistoryEntry } from "./history.js";
+import { repairToolPairs } from "../agent/repair.js";
 import type { RetryPolicy } from "../agent/retry.js";
 import type { LoopTool } from "../agent/tools.js";
+import { uuidv7 } from "../ids.js";
+import type { TurnObserver } from "../metrics.js";
 import type { ThreadStatus, UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
-import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
+import type { Turn, TurnStopReason } from "../protocol/thread.js";
+import { CommandExecutionApprovalDecision, type ApprovalDecision } from "../protocol/tools.js";
 import type { TurnStartParams } from "../protocol/turn.js";
-import type { ThreadForkParams, ThreadResumeParams } from "../protocol/thread.js";
-import { settingsResponse, threadView } from "./thread-view.js";
 import type { ModelProvider, ModelRequest, ProviderStreamEvent } from "../providers/types.js";
-import { repairToolPairs } from "../agent/repair.js";
-import { uuidv7 } from "../ids.js";
 import type { ItemRecord, ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
-import { AsyncLocalStorage } from "node:async_hooks";
-import { z } from "zod";
-import type { ApprovalRequest, ToolContext } from "../tools/context.js";
-import { CommandExecutionApprovalDecision, type ApprovalDecision } from "../protocol/tools.js";
-import { dynamicTool } from "../tools/dynamic.js";
 import { builtinTools } from "../tools/builtin.js";
+import type { ApprovalRequest, ToolContext } from "../tools/context.js";
+import { dynamicTool } from "../tools/dynamic.js";
+import { ActiveTurn, currentCall, type StreamingItem } from "./active-turn.js";
+import type { HistoryEntry } from "./history.js";
+import type { HistoryLog } from "./history-log.js";
 import type { ProviderPool } from "./provider-pool.js";
-import { turnError } from "./turn-errors.js";
-import { toUserMessage, previewOf } from "./user-input.js";
-import type { ActiveTurnHandle, LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
+import type { RestorableTurn } from "./recovery.js";
+import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
+import type { LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
+import { OverloadedError, TurnRequestError, turnError } from "./turn-errors.js";
+
+export { OverloadedError, TurnRequestError } from "./turn-errors.js";
+import { statusFor, turnView } from "./turn-view.js";
+import { previewOf, toUserMessage } from "./user-input.js";
+
+export { turnView } from "./turn-view.js";
 
 export interface TurnSettings {
   maxModelCalls: number;
@@ -55,8 +59,6 @@ export interface TurnSettings {
   maxConcurrentTurns?: number;
 }
 
-/** The server is at a capacity limit (answered -32001 "Server overloaded; retry later"). */
-export class OverloadedError extends Error {}
 
 const NO_OBSERVER: TurnObserver = {
   turnStarted() {},
@@ -73,94 +75,7 @@ Answer with the summary only.`;
 
 const ApprovalReply = z.object({ decision: CommandExecutionApprovalDecision });
 
-/** Failures a client caused (answered as -32600 by the handlers). */
-export class TurnRequestError extends Error {}
 
-interface StreamingItem {
-  id: string;
-  kind: "agentMessage" | "reasoning";
-  text: string;
-  summary: string[];
-  startedAtMs: number;
-  /** Already completed on the wire because a later block of the same message started. */
-  done?: boolean;
-}
-
-interface SteerInput {
-  input: UserInput[];
-  clientId: string | null;
-  message: UserMessage;
-}
-
-class ActiveTurn implements ActiveTurnHandle {
-  readonly abort = new AbortController();
-  readonly steering: SteerInput[] = [];
-  /** Items of the current model-call attempt, by content-block index. */
-  readonly streaming = new Map<number, StreamingItem>();
-  nextItemOrdinal = 0;
-  /** The turn's position in its thread (set when it is recorded). */
-  ordinal = 0;
-  /** Approval requests out right now (the thread shows waitingOnApproval while > 0). */
-  pendingApprovals = 0;
-  /** performance.now() when the current model call started (metrics). */
-  modelCallStartedAt = 0;
-  /** Restored after a restart: call id → the item id recorded for it before the restart. */
-  readonly restoredItems = new Map<string, string>();
-  /** Item ids whose item/started is already recorded (restored), so starting them again is a no-op. */
-  readonly alreadyRecorded = new Set<string>();
-  /** The provider's final error, already announced with an `error` notification. */
-  announcedFailure = false;
-  /** False once the turn is ending: turn/steer is refused from then on. */
-  steerable = true;
-  finished!: Promise<void>;
-  private resolveRecorded!: (view: Turn) => void;
-  private rejectRecorded!: (err: unknown) => void;
-  /** Settles when turn/start has recorded this turn (or failed to): a duplicate turn/start waits on it. */
-  readonly recorded = new Promise<Turn>((resolve, reject) => {
-    this.resolveRecorded = resolve;
-    this.rejectRecorded = reject;
-  });
-  constructor(
-    readonly id: string,
-    readonly startedAtMs: number,
-    readonly clientUserMessageId: string | null,
-  ) {
-    this.recorded.catch(() => {}); // nobody may be waiting
-  }
-  recordedAs(view: Turn): void {
-    this.resolveRecorded(view);
-  }
-  notRecorded(err: unknown): void {
-    this.rejectRecorded(err);
-  }
-}
-
-/** The tool call whose execution is running (see toolsFor). */
-const currentCall = new AsyncLocalStorage<string>();
-
-const seconds = (ms: number) => Math.floor(ms / 1000);
-const statusFor: Record<TurnStopReason, TurnStatus> = {
-  finalAnswer: "completed",
-  maxTokens: "completed",
-  maxTurns: "completed",
-  interrupted: "interrupted",
-  error: "failed",
-};
-
-export function turnView(r: Pick<TurnRecord, "id" | "status" | "stopReason" | "error" | "startedAtMs" | "completedAtMs">, items: ThreadItem[] | null): Turn {
-  return {
-    id: r.id,
-    rootTurnId: r.id,
-    items: items ?? [],
-    itemsView: items ? "full" : "notLoaded",
-    status: r.status,
-    error: r.error,
-    startedAt: seconds(r.startedAtMs),
-    completedAt: r.completedAtMs === null ? null : seconds(r.completedAtMs),
-    durationMs: r.completedAtMs === null ? null : r.completedAtMs - r.startedAtMs,
-    stopReason: r.stopReason,
-  };
-}
 
 export class TurnRunner {
   constructor(
@@ -169,6 +84,7 @@ export class TurnRunner {
     private readonly providers: ProviderPool,
     private readonly settings: TurnSettings,
     private readonly log: RuntimeLogger,
+    private readonly historyLog: HistoryLog,
     private readonly observer: TurnObserver = NO_OBSERVER,
   ) {}
 
@@ -221,7 +137,7 @@ export class TurnRunner {
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
     try {
       this.runtime.subscribe(thread, requester);
-      await this.ensureHistory(thread);
+      await this.historyLog.ensure(thread);
       const before = thread.record;
       const after = applyOverrides(before, p);
       const userMessage = await toUserMessage(p.input, after.cwd);
@@ -250,7 +166,7 @@ export class TurnRunner {
       const active: ThreadStatus = { type: "active", activeFlags: [] };
       const preview = before.preview || previewOf(p.input);
       turn.ordinal = turnRecord.ordinal;
-      const writeHistory = this.stage(thread, turn.id, newEntries);
+      const writeHistory = this.historyLog.stage(thread, turn.id, newEntries);
       const updated: ThreadRecord = { ...after, preview, systemError: false, updatedAtMs: now };
 
       await this.runtime.commit(
@@ -291,93 +207,6 @@ export class TurnRunner {
       turn.notRecorded(err);
       throw err;
     }
-  }
-
-  /**
-   * Appends entries to the thread's in-memory log and context now (ordinals are claimed
-   * synchronously) and returns the write that stores them, for the caller's transaction.
-   */
-  private stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: TransactionSql) => Promise<void> {
-    const first = thread.messageCount;
-    thread.messageCount += entries.length;
-    thread.entries!.push(...entries);
-    if (entries.every((e) => e.kind === "message")) {
-      for (const e of entries) thread.history!.push((e as Extract<HistoryEntry, { kind: "message" }>).message);
-    } else thread.history = modelContext(thread.entries!);
-    return (tx) => this.turns.appendHistory(tx, thread.id, entries.map((entry, i) => ({ ordinal: first + i, turnId, entry })));
-  }
-
-  async ensureHistory(thread: LoadedThread): Promise<void> {
-    if (thread.history && thread.entries) return;
-    const [entries, messageCount, ownTurns, lastInputTokens] = await Promise.all([
-      this.turns.historyEntries(thread.id),
-      this.turns.countModelMessages(thread.id),
-      this.turns.countTurns(thread.id),
-      this.threads.lastInputTokens(thread.id),
-    ]);
-    thread.entries = entries;
-    thread.history = modelContext(entries);
-    thread.messageCount = messageCount;
-    // From the log, not memory: a thread unloaded (or a process restarted) between turns must
-    // still compact before the next one, as it would have had it stayed loaded.
-    thread.lastInputTokens = lastInputTokens;
-    // A fork's own turns are numbered after the parent turns it inherited.
-    thread.turnCount = (thread.record.forkTurnCount ?? 0) + ownTurns;
-  }
-
-  // ---- thread/resume -----------------------------------------------------------------------
-
-  async resume(p: ThreadResumeParams, subscriber: Subscriber, responded: Promise<void>) {
-    const thread = await this.runtime.load(p.threadId);
-    const before = thread.record;
-    const after = applyOverrides(before, p);
-    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox"] as const).some(
-      (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
-    );
-    const message = settingsMessage(before, after, this.settings.shell, p);
-    if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
-    if (recordChanged || message) {
-      await this.ensureHistory(thread);
-      // Checked again after the await: a turn/start may have claimed the thread meanwhile.
-      if (thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
-      let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
-      if (thread.entries!.length === 0) {
-        // The first turn's environment context will state cwd/approval/sandbox, but instructions
-        // have no other place: open the log with that context now and append them after it.
-        const instructions = settingsMessage(after, after, this.settings.shell, p);
-        entries = instructions
-          ? [
-              { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(after, this.settings.shell)) },
-              { kind: "message", turnOrdinal: null, message: instructions },
-            ]
-          : [];
-      }
-      const writeHistory = entries.length > 0 ? this.stage(thread, null, entries) : null;
-      const now = Date.now();
-      await this.runtime.commit(thread, [], async (tx) => {
-        await this.threads.updateThread(tx, thread.id, {
-          model: after.model,
-          modelProvider: after.modelProvider,
-          reasoningEffort: after.reasoningEffort,
-          cwd: after.cwd,
-          approvalPolicy: after.approvalPolicy,
-          sandbox: after.sandbox,
-          updatedAtMs: now,
-        });
-        if (writeHistory) await writeHistory(tx);
-      });
-      thread.record = { ...after, updatedAtMs: now };
-    }
-    const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
-    void this.runtime
-      .attach(thread, subscriber, p.afterSeq ?? null, responded)
-      .catch((err) => this.log.error({ err, threadId: thread.id }, "could not replay events to a resumed client"));
-    return {
-      ...settingsResponse(threadView(thread.record, thread.status, turns), thread.record),
-      collaborationMode: null,
-      turnsBackwardsCursor: null,
-      itemsBackwardsCursor: null,
-    };
   }
 
   // ---- running -----------------------------------------------------------------------------
@@ -483,7 +312,7 @@ export class TurnRunner {
         { role: "user", content: [{ type: "text", text: `<conversation_summary>\n${summary}\n</conversation_summary>` }] },
       ],
     };
-    const write = this.stage(thread, turn.id, [marker]);
+    const write = this.historyLog.stage(thread, turn.id, [marker]);
     const done = { ...item, completedAtMs: now };
     await this.runtime.commit(thread, [{ method: "item/completed", params: { item: done, threadId: thread.id, turnId: turn.id, completedAtMs: now } }], async (tx) => {
       await write(tx);
@@ -503,7 +332,7 @@ export class TurnRunner {
     const thread = await this.runtime.load(r.threadId);
     const record = await this.turns.getTurn(r.turnId);
     if (!record || thread.activeTurn) return;
-    await this.ensureHistory(thread);
+    await this.historyLog.ensure(thread);
     const turn = new ActiveTurn(record.id, record.startedAtMs, record.clientUserMessageId);
     turn.ordinal = record.ordinal;
     turn.nextItemOrdinal = await this.turns.countItems(record.id);
@@ -531,7 +360,7 @@ export class TurnRunner {
     thread.activeTurn = turn;
     try {
       this.runtime.subscribe(thread, requester);
-      await this.ensureHistory(thread);
+      await this.historyLog.ensure(thread);
       if (thread.history!.length === 0) throw new TurnRequestError(`thread ${thread.id} has no history to compact`);
       turn.ordinal = thread.turnCount;
       const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
@@ -683,7 +512,7 @@ export class TurnRunner {
   }
 
   private async appendHistory(thread: LoadedThread, turn: ActiveTurn, messages: Message[]): Promise<void> {
-    const write = this.stage(thread, turn.id, messages.map((message) => ({ kind: "message" as const, turnOrdinal: turn.ordinal, message })));
+    const write = this.historyLog.stage(thread, turn.id, messages.map((message) => ({ kind: "message" as const, turnOrdinal: turn.ordinal, message })));
     await this.runtime.commit(thread, [], write);
   }
 
@@ -776,7 +605,7 @@ export class TurnRunner {
       outputTokens: u.outputTokens,
       reasoningOutputTokens: u.reasoningOutputTokens,
     });
-    const writeHistory = this.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]);
+    const writeHistory = this.historyLog.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]);
     const cacheHit = usage.inputTokens > 0 ? usage.cachedInputTokens / usage.inputTokens : 0;
     this.log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
 
@@ -956,115 +785,4 @@ export class TurnRunner {
     await Promise.allSettled(running);
   }
 
-  // ---- reading -----------------------------------------------------------------------------
-
-  // ---- thread/fork and thread/rollback -------------------------------------------------------
-
-  /**
-   * A fork is a new thread pointing at the thread that owns the fork point and how much of its
-   * log and turns it sees — no history is copied, so forking costs the same at any size.
-   */
-  async fork(p: ThreadForkParams, subscriber: Subscriber, responded: Promise<void>) {
-    const source = await this.runtime.load(p.threadId);
-    await this.ensureHistory(source);
-    let owner = source.record;
-    let forkTurnCount = source.turnCount;
-    let forkMessageCount = source.messageCount;
-    if (p.lastTurnId) {
-      const turn = await this.turns.getTurn(p.lastTurnId);
-      const chain = await this.turns.ancestry(source.id);
-      const link = turn ? chain.find((c) => c.id === turn.threadId) : undefined;
-      if (!turn || !link || (link.turnLimit !== null && turn.ordinal >= link.turnLimit))
-        throw new TurnRequestError(`turn ${p.lastTurnId} is not part of thread ${source.id}`);
-      // A rolled-back turn is stored but no longer part of the thread: forking "through" it would
-      // silently give a fork without it.
-      if (rolledBackTurns(source.entries!, [turn.ordinal]).size > 0) throw new TurnRequestError(`turn ${p.lastTurnId} was rolled back from thread ${source.id}`);
-      if (turn.status === "inProgress") throw new TurnRequestError(`cannot fork at turn ${turn.id}: it is still running`);
-      if (turn.threadId !== source.id) owner = await this.runtime.getRecord(turn.threadId);
-      forkTurnCount = turn.ordinal + 1;
-      const next = await this.turns.firstEntryAfterTurn(turn.threadId, turn.ordinal);
-      const ownerCount = turn.threadId === source.id ? source.messageCount : (link.limit ?? (await this.turns.countModelMessages(turn.threadId)));
-      forkMessageCount = next === null ? ownerCount : Math.min(next, ownerCount);
-    }
-    const now = Date.now();
-    const base: ThreadRecord = {
-      ...source.record,
-      id: uuidv7(now),
-      forkedFromId: source.id,
-      forkParentId: owner.id,
-      forkTurnCount,
-      forkMessageCount,
-      name: null,
-      ephemeral: p.ephemeral ?? false,
-      archived: false,
-      systemError: false,
-      tokenUsage: null,
-      seqReserved: 0,
-      createdAtMs: now,
-      updatedAtMs: now,
-    };
-    const record = applyOverrides(base, p);
-    const message = settingsMessage(base, record, this.settings.shell, p);
-    let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
-    if (!p.lastTurnId && source.entries!.length === 0) {
-      // Nothing inherited: the fork's first turn opens the log with the environment context (which
-      // states the new settings) only while the log is empty, so instructions go after it now.
-      const instructions = settingsMessage(record, record, this.settings.shell, p);
-      entries = instructions
-        ? [
-            { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(record, this.settings.shell)) },
-            { kind: "message", turnOrdinal: null, message: instructions },
-          ]
-        : [];
-    }
-    const write = entries.length
-      ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, entries.map((entry, ordinal) => ({ ordinal, turnId: null, entry })))
-      : undefined;
-    const response = await this.runtime.createThread(record, subscriber, { responded, write });
-    const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
-    this.runtime.maybeUnload(source); // loaded only to read it
-    return { ...response, thread: { ...response.thread, turns } };
-  }
-
-  /** Takes the last `numTurns` turns out of the model context (a marker; nothing is deleted). */
-  async rollback(threadId: string, numTurns: number): Promise<Turn[]> {
-    const thread = await this.runtime.load(threadId);
-    if (thread.activeTurn) throw new TurnRequestError(`cannot roll back thread ${threadId} while turn ${thread.activeTurn.id} is running`);
-    await this.ensureHistory(thread);
-    const visible = (await this.turnsOf(threadId)).length;
-    if (numTurns > visible) throw new TurnRequestError(`cannot roll back ${numTurns} turns: thread ${threadId} has ${visible}`);
-    const ordinals = await this.visibleTurnOrdinals(thread);
-    const fromTurnOrdinal = ordinals[ordinals.length - numTurns]!;
-    const write = this.stage(thread, null, [{ kind: "rollback", fromTurnOrdinal }]);
-    const now = Date.now();
-    await this.runtime.commit(thread, [], async (tx) => {
-      await write(tx);
-      await this.threads.updateThread(tx, threadId, { updatedAtMs: now });
-    });
-    thread.record = { ...thread.record, updatedAtMs: now };
-    const turns = await this.turnsOf(threadId);
-    this.runtime.maybeUnload(thread);
-    return turns;
-  }
-
-  private async visibleTurnOrdinals(thread: LoadedThread): Promise<number[]> {
-    const { turns } = await this.turns.turnsWithItems(thread.id);
-    const gone = rolledBackTurns(thread.entries!, turns.map((t) => t.ordinal));
-    return turns.map((t) => t.ordinal).filter((o) => !gone.has(o));
-  }
-
-  async turnsOf(threadId: string): Promise<Turn[]> {
-    const loaded = this.runtime.loaded.get(threadId);
-    const entries = loaded?.entries ?? (await this.turns.historyEntries(threadId));
-    const { turns: all, items } = await this.turns.turnsWithItems(threadId);
-    const gone = rolledBackTurns(entries, all.map((t) => t.ordinal));
-    const turns = all.filter((t) => !gone.has(t.ordinal));
-    const byTurn = new Map<string, ThreadItem[]>();
-    for (const i of items) {
-      const list = byTurn.get(i.turnId) ?? [];
-      list.push(i.payload);
-      byTurn.set(i.turnId, list);
-    }
-    return turns.map((t) => turnView(t, byTurn.get(t.id) ?? []));
-  }
 }

@@ -88,12 +88,12 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     return { data, nextCursor: more ? data[data.length - 1]! : null };
   });
 
-  conn.handle("thread/resume", (p, { connection, responded }) => guardTurns(() => app.turns.resume(p, connection, responded)));
+  conn.handle("thread/resume", (p, { connection, responded }) => guardTurns(() => app.history.resume(p, connection, responded)));
 
   conn.handle("thread/fork", (p, { connection, responded }) =>
     guardTurns(async () => {
       if (p.modelProvider && !app.providers.has(p.modelProvider)) throw invalidParams(`unknown modelProvider: ${p.modelProvider}`);
-      return app.turns.fork(p, connection, responded);
+      return app.history.fork(p, connection, responded);
     }),
   );
 
@@ -106,7 +106,7 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
 
   conn.handle("thread/rollback", (p) =>
     guardTurns(async () => {
-      const turns = await app.turns.rollback(p.threadId, p.numTurns);
+      const turns = await app.history.rollback(p.threadId, p.numTurns);
       return { thread: await runtime.readThread(p.threadId, turns) };
     }),
   );

@@ -1,0 +1,50 @@
+/**
+ * A loaded thread's history log in memory: loaded once (with its fork ancestry) and appended as the
+ * thread runs. Entries are staged — applied in memory at once, ordinals claimed synchronously — and
+ * the write that stores them goes into the caller's transaction.
+ */
+import type { TransactionSql } from "postgres";
+import type { ThreadStore } from "../store/thread-store.js";
+import type { TurnStore } from "../store/turn-store.js";
+import { modelContext, type HistoryEntry } from "./history.js";
+import type { LoadedThread } from "./threads.js";
+
+export class HistoryLog {
+  constructor(
+    private readonly turns: TurnStore,
+    private readonly threads: ThreadStore,
+  ) {}
+
+  /** Loads the thread's log, context and counters unless they are loaded. */
+  async ensure(thread: LoadedThread): Promise<void> {
+    if (thread.history && thread.entries) return;
+    const [entries, messageCount, ownTurns, lastInputTokens] = await Promise.all([
+      this.turns.historyEntries(thread.id),
+      this.turns.countModelMessages(thread.id),
+      this.turns.countTurns(thread.id),
+      this.threads.lastInputTokens(thread.id),
+    ]);
+    thread.entries = entries;
+    thread.history = modelContext(entries);
+    thread.messageCount = messageCount;
+    // From the log, not memory: a thread unloaded (or a process restarted) between turns must
+    // still compact before the next one, as it would have had it stayed loaded.
+    thread.lastInputTokens = lastInputTokens;
+    // A fork's own turns are numbered after the parent turns it inherited.
+    thread.turnCount = (thread.record.forkTurnCount ?? 0) + ownTurns;
+  }
+
+  /**
+   * Appends entries to the thread's in-memory log and context now (ordinals are claimed
+   * synchronously) and returns the write that stores them, for the caller's transaction.
+   */
+  stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: TransactionSql) => Promise<void> {
+    const first = thread.messageCount;
+    thread.messageCount += entries.length;
+    thread.entries!.push(...entries);
+    if (entries.every((e) => e.kind === "message")) {
+      for (const e of entries) thread.history!.push((e as Extract<HistoryEntry, { kind: "message" }>).message);
+    } else thread.history = modelContext(thread.entries!);
+    return (tx) => this.turns.appendHistory(tx, thread.id, entries.map((entry, i) => ({ ordinal: first + i, turnId, entry })));
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Thread operations on the history rather than on a running turn: resume (subscribe, settings
+ * changes, replay), fork (a pointer to the fork point, never a copy), rollback (a marker), and
+ * reading the turns a client sees.
+ */
+import type { TransactionSql } from "postgres";
+import type { ThreadForkParams, ThreadResumeParams, Turn } from "../protocol/thread.js";
+import type { ThreadItem } from "../protocol/items.js";
+import { uuidv7 } from "../ids.js";
+import type { ThreadRecord } from "../store/records.js";
+import type { TurnStore } from "../store/turn-store.js";
+import { environmentContext } from "../agent/prompt.js";
+import { rolledBackTurns, type HistoryEntry } from "./history.js";
+import type { HistoryLog } from "./history-log.js";
+import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
+import { settingsResponse, threadView } from "./thread-view.js";
+import type { LoadedThread, RuntimeLogger, Subscriber, ThreadRuntime } from "./threads.js";
+import { TurnRequestError } from "./turn-errors.js";
+import { turnView } from "./turn-view.js";
+
+export class ThreadHistoryOps {
+  constructor(
+    private readonly runtime: ThreadRuntime,
+    private readonly turns: TurnStore,
+    private readonly historyLog: HistoryLog,
+    private readonly settings: { shell: string },
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  private get threads() {
+    return this.runtime.store;
+  }
+
+  // ---- thread/resume -----------------------------------------------------------------------
+
+  async resume(p: ThreadResumeParams, subscriber: Subscriber, responded: Promise<void>) {
+    const thread = await this.runtime.load(p.threadId);
+    const before = thread.record;
+    const after = applyOverrides(before, p);
+    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox"] as const).some(
+      (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
+    );
+    const message = settingsMessage(before, after, this.settings.shell, p);
+    if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
+    if (recordChanged || message) {
+      await this.historyLog.ensure(thread);
+      // Checked again after the await: a turn/start may have claimed the thread meanwhile.
+      if (thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
+      let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
+      if (thread.entries!.length === 0) {
+        // The first turn's environment context will state cwd/approval/sandbox, but instructions
+        // have no other place: open the log with that context now and append them after it.
+        const instructions = settingsMessage(after, after, this.settings.shell, p);
+        entries = instructions
+          ? [
+              { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(after, this.settings.shell)) },
+              { kind: "message", turnOrdinal: null, message: instructions },
+            ]
+          : [];
+      }
+      const writeHistory = entries.length > 0 ? this.historyLog.stage(thread, null, entries) : null;
+      const now = Date.now();
+      await this.runtime.commit(thread, [], async (tx) => {
+        await this.threads.updateThread(tx, thread.id, {
+          model: after.model,
+          modelProvider: after.modelProvider,
+          reasoningEffort: after.reasoningEffort,
+          cwd: after.cwd,
+          approvalPolicy: after.approvalPolicy,
+          sandbox: after.sandbox,
+          updatedAtMs: now,
+        });
+        if (writeHistory) await writeHistory(tx);
+      });
+      thread.record = { ...after, updatedAtMs: now };
+    }
+    const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
+    void this.runtime
+      .attach(thread, subscriber, p.afterSeq ?? null, responded)
+      .catch((err) => this.log.error({ err, threadId: thread.id }, "could not replay events to a resumed client"));
+    return {
+      ...settingsResponse(threadView(thread.record, thread.status, turns), thread.record),
+      collaborationMode: null,
+      turnsBackwardsCursor: null,
+      itemsBackwardsCursor: null,
+    };
+  }
+
+  // ---- thread/fork and thread/rollback -------------------------------------------------------
+
+  /**
+   * A fork is a new thread pointing at the thread that owns the fork point and how much of its
+   * log and turns it sees — no history is copied, so forking costs the same at any size.
+   */
+  async fork(p: ThreadForkParams, subscriber: Subscriber, responded: Promise<void>) {
+    const source = await this.runtime.load(p.threadId);
+    await this.historyLog.ensure(source);
+    let owner = source.record;
+    let forkTurnCount = source.turnCount;
+    let forkMessageCount = source.messageCount;
+    if (p.lastTurnId) {
+      const turn = await this.turns.getTurn(p.lastTurnId);
+      const chain = await this.turns.ancestry(source.id);
+      const link = turn ? chain.find((c) => c.id === turn.threadId) : undefined;
+      if (!turn || !link || (link.turnLimit !== null && turn.ordinal >= link.turnLimit))
+        throw new TurnRequestError(`turn ${p.lastTurnId} is not part of thread ${source.id}`);
+      // A rolled-back turn is stored but no longer part of the thread: forking "through" it would
+      // silently give a fork without it.
+      if (rolledBackTurns(source.entries!, [turn.ordinal]).size > 0) throw new TurnRequestError(`turn ${p.lastTurnId} was rolled back from thread ${source.id}`);
+      if (turn.status === "inProgress") throw new TurnRequestError(`cannot fork at turn ${turn.id}: it is still running`);
+      if (turn.threadId !== source.id) owner = await this.runtime.getRecord(turn.threadId);
+      forkTurnCount = turn.ordinal + 1;
+      const next = await this.turns.firstEntryAfterTurn(turn.threadId, turn.ordinal);
+      const ownerCount = turn.threadId === source.id ? source.messageCount : (link.limit ?? (await this.turns.countModelMessages(turn.threadId)));
+      forkMessageCount = next === null ? ownerCount : Math.min(next, ownerCount);
+    }
+    const now = Date.now();
+    const base: ThreadRecord = {
+      ...source.record,
+      id: uuidv7(now),
+      forkedFromId: source.id,
+      forkParentId: owner.id,
+      forkTurnCount,
+      forkMessageCount,
+      name: null,
+      ephemeral: p.ephemeral ?? false,
+      archived: false,
+      systemError: false,
+      tokenUsage: null,
+      seqReserved: 0,
+      createdAtMs: now,
+      updatedAtMs: now,
+    };
+    const record = applyOverrides(base, p);
+    const message = settingsMessage(base, record, this.settings.shell, p);
+    let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
+    if (!p.lastTurnId && source.entries!.length === 0) {
+      // Nothing inherited: the fork's first turn opens the log with the environment context (which
+      // states the new settings) only while the log is empty, so instructions go after it now.
+      const instructions = settingsMessage(record, record, this.settings.shell, p);
+      entries = instructions
+        ? [
+            { kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(record, this.settings.shell)) },
+            { kind: "message", turnOrdinal: null, message: instructions },
+          ]
+        : [];
+    }
+    const write = entries.length
+      ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, entries.map((entry, ordinal) => ({ ordinal, turnId: null, entry })))
+      : undefined;
+    const response = await this.runtime.createThread(record, subscriber, { responded, write });
+    const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
+    this.runtime.maybeUnload(source); // loaded only to read it
+    return { ...response, thread: { ...response.thread, turns } };
+  }
+
+  /** Takes the last `numTurns` turns out of the model context (a marker; nothing is deleted). */
+  async rollback(threadId: string, numTurns: number): Promise<Turn[]> {
+    const thread = await this.runtime.load(threadId);
+    if (thread.activeTurn) throw new TurnRequestError(`cannot roll back thread ${threadId} while turn ${thread.activeTurn.id} is running`);
+    await this.historyLog.ensure(thread);
+    const visible = (await this.turnsOf(threadId)).length;
+    if (numTurns > visible) throw new TurnRequestError(`cannot roll back ${numTurns} turns: thread ${threadId} has ${visible}`);
+    const ordinals = await this.visibleTurnOrdinals(thread);
+    const fromTurnOrdinal = ordinals[ordinals.length - numTurns]!;
+    const write = this.historyLog.stage(thread, null, [{ kind: "rollback", fromTurnOrdinal }]);
+    const now = Date.now();
+    await this.runtime.commit(thread, [], async (tx) => {
+      await write(tx);
+      await this.threads.updateThread(tx, threadId, { updatedAtMs: now });
+    });
+    thread.record = { ...thread.record, updatedAtMs: now };
+    const turns = await this.turnsOf(threadId);
+    this.runtime.maybeUnload(thread);
+    return turns;
+  }
+
+  private async visibleTurnOrdinals(thread: LoadedThread): Promise<number[]> {
+    const { turns } = await this.turns.turnsWithItems(thread.id);
+    const gone = rolledBackTurns(thread.entries!, turns.map((t) => t.ordinal));
+    return turns.map((t) => t.ordinal).filter((o) => !gone.has(o));
+  }
+
+  async turnsOf(threadId: string): Promise<Turn[]> {
+    const loaded = this.runtime.loaded.get(threadId);
+    const entries = loaded?.entries ?? (await this.turns.historyEntries(threadId));
+    const { turns: all, items } = await this.turns.turnsWithItems(threadId);
+    const gone = rolledBackTurns(entries, all.map((t) => t.ordinal));
+    const turns = all.filter((t) => !gone.has(t.ordinal));
+    const byTurn = new Map<string, ThreadItem[]>();
+    for (const i of items) {
+      const list = byTurn.get(i.turnId) ?? [];
+      list.push(i.payload);
+      byTurn.set(i.turnId, list);
+    }
+    return turns.map((t) => turnView(t, byTurn.get(t.id) ?? []));
+  }
+}
