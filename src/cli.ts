@@ -1,12 +1,9 @@
 /** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { runExec } from "./client/exec.js";
-import { runThreads } from "./client/threads.js";
 import { ConfigError, DEFAULT_LISTEN, resolveServeConfig } from "./config.js";
 import { createLogger } from "./log.js";
-import { writeJsonSchemas } from "./protocol/json-schema.js";
-import { startServer } from "./server.js";
+import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
 
 const HELP = `app-server ${VERSION} — a self-hosted server for driving coding agents (Codex app-server v2 protocol)
@@ -82,6 +79,8 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write("generate-json-schema needs --out DIR\n");
       return 2;
     }
+    // Each command loads only what it needs (start-up time and memory of `serve` matter).
+    const { writeJsonSchemas } = await import("./protocol/json-schema.js");
     const files = await writeJsonSchemas(path.resolve(values.out));
     process.stderr.write(`wrote ${files.length} schema files to ${path.resolve(values.out)}\n`);
     return 0;
@@ -92,7 +91,7 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(HELP);
       return 0;
     }
-    return command === "exec" ? runExec(rest) : runThreads(rest);
+    return command === "exec" ? (await import("./client/exec.js")).runExec(rest) : (await import("./client/threads.js")).runThreads(rest);
   }
   process.stderr.write(`unknown command: ${command}\n\n${HELP}`);
   return 2;
@@ -114,7 +113,7 @@ async function serve(args: string[]): Promise<number> {
     return 2;
   }
   let stopping = false;
-  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  let server: RunningServer | undefined;
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
   const stop = async (reason: string) => {
@@ -132,6 +131,7 @@ async function serve(args: string[]): Promise<number> {
   process.once("SIGTERM", () => void stop("SIGTERM"));
   process.once("SIGINT", () => void stop("SIGINT"));
   try {
+    const { startServer } = await import("./server.js");
     server = await startServer({ ...config, log, onStdioEnd: () => void stop("stdin closed") });
   } catch (err) {
     log.error({ err }, "could not start");
