@@ -195,6 +195,10 @@ describe.each(PROVIDERS)("turn control with %s", (provider) => {
       await firstDelta();
       const steer = await client.request("turn/steer", { threadId, expectedTurnId: turn.id, input: text("also this"), clientUserMessageId: "steer-1" });
       expect(steer).toEqual({ turnId: turn.id });
+      // A retried steer (same clientUserMessageId) answers the same and adds nothing.
+      expect(await client.request("turn/steer", { threadId, expectedTurnId: turn.id, input: text("also this"), clientUserMessageId: "steer-1" })).toEqual({
+        turnId: turn.id,
+      });
       g.open();
       const done = (await turnCompleted(client, turn.id)).params.turn;
       expect(done).toMatchObject({ status: "completed", stopReason: "finalAnswer" });

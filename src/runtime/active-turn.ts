@@ -24,6 +24,8 @@ export interface SteerInput {
 export class ActiveTurn implements ActiveTurnHandle {
   readonly abort = new AbortController();
   readonly steering: SteerInput[] = [];
+  /** clientUserMessageIds of steer input already taken (a repeated turn/steer adds nothing). */
+  readonly steerClientIds = new Set<string>();
   /** Items of the current model-call attempt, by content-block index. */
   readonly streaming = new Map<number, StreamingItem>();
   nextItemOrdinal = 0;

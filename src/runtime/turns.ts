@@ -756,10 +756,16 @@ export class TurnRunner {
     const active = thread?.activeTurn as ActiveTurn | null | undefined;
     if (!active) throw new TurnRequestError(`no active turn on thread ${threadId}`);
     if (active.id !== expectedTurnId) throw new TurnRequestError(`expected turn ${expectedTurnId} but the active turn is ${active.id}`);
+    // Idempotent: the same clientUserMessageId again (a client retrying) adds nothing.
+    if (clientId !== null && active.steerClientIds.has(clientId)) return { turnId: active.id };
     if (active.abort.signal.aborted) throw new TurnRequestError(`turn ${active.id} is being interrupted`);
     const message = await toUserMessage(input, thread!.record.cwd);
     // Checked again after the await: a turn that began ending meanwhile would never take the input.
     if (!active.steerable || active.abort.signal.aborted) throw new TurnRequestError(`no active turn on thread ${threadId}`);
+    if (clientId !== null) {
+      if (active.steerClientIds.has(clientId)) return { turnId: active.id };
+      active.steerClientIds.add(clientId);
+    }
     active.steering.push({ input, clientId, message });
     return { turnId: active.id };
   }
