@@ -7,6 +7,7 @@
  * it would have sent had the process never stopped. Also: turn/start idempotency by
  * clientUserMessageId (in-process, and across the crash).
  */
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -195,6 +196,39 @@ describe.each(BACKENDS)("SIGKILL and restart (%s)", (backend: Backend) => {
       const results = toolResultsIn(provider, next.body);
       expect(results.map((r) => r.callId)).toEqual([mockCallId(provider, 1)]);
       expect(results[0]!.text).toMatch(/not executed/);
+    }, CHILD_TEST_TIMEOUT_MS);
+
+    it("killed while an approval waits: the turn is restored as waiting, asked again with the same item, and accept runs the command once", async () => {
+      const workspace = await mkdtemp(path.join(os.tmpdir(), "aas-crash-ws-"));
+      try {
+        let server = await start();
+        const a = await connect(server);
+        const threadId = (await a.request("thread/start", { cwd: workspace, approvalPolicy: "untrusted" })).thread.id;
+        mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo ran >> runs.txt" } }] }, { text: "Done." });
+        const t1 = (await a.request("turn/start", { threadId, input: text("run it") })).turn;
+        const asked = await a.waitFor((f) => f.method === "item/commandExecution/requestApproval" && f.id !== undefined);
+        const seenByA = lastSeq(a, threadId);
+        expect(mock.requests).toHaveLength(1);
+
+        await kill(server);
+        expect(existsSync(path.join(workspace, "runs.txt"))).toBe(false);
+        server = await start();
+        const b = await connect(server);
+        const again = b.waitFor((f) => f.method === "item/commandExecution/requestApproval" && f.id !== undefined);
+        await b.request("thread/resume", { threadId, afterSeq: seenByA });
+        const request = await again;
+        expect(request.params).toMatchObject({ threadId, turnId: t1.id, itemId: asked.params.itemId, command: "echo ran >> runs.txt" });
+        b.respond(request.id, { decision: "accept" });
+        const done = await turnCompleted(b, t1.id);
+        expect(done.params.turn.status).toBe("completed");
+        expect(readFileSync(path.join(workspace, "runs.txt"), "utf8")).toBe("ran\n"); // exactly once
+        expect(mock.requests).toHaveLength(2);
+        const results = toolResultsIn(provider, mock.requests[1]!.body);
+        expect(results.map((r) => r.callId)).toEqual([mockCallId(provider, 1)]);
+        expect(results[0]!.text).toMatch(/Exit code: 0/);
+      } finally {
+        await rm(workspace, { recursive: true, force: true });
+      }
     }, CHILD_TEST_TIMEOUT_MS);
   });
 });
