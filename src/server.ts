@@ -104,9 +104,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   let app: AppContext | undefined;
 
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  let connectionCount = 0;
   const metrics = new Metrics();
   const accept = (send: (text: string, message?: Record<string, unknown>) => void, closeSocket?: (code: number, reason: string) => void) => {
-    const conn = new Connection(send, log.child({ component: "rpc" }), {
+    // Every line a connection logs names it (with the request id where there is one).
+    const conn = new Connection(send, log.child({ component: "rpc", connection: ++connectionCount }), {
       maxInFlightRequests: limits.maxInFlightRequests,
       requestsPerSecond: limits.requestsPerSecond,
       requestBurst: limits.requestBurst,
