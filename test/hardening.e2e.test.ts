@@ -135,7 +135,8 @@ describe("limits", () => {
 type Pausable = { _socket: { pause(): void; resume(): void } };
 
 describe("backpressure", () => {
-  it("coalesces deltas for a client that reads slowly, without losing text", async () => {
+  // Both stream megabytes through a real socket: slow on a loaded 2-core machine, not wrong.
+  it("coalesces deltas for a client that reads slowly, without losing text", { timeout: 120_000 }, async () => {
     h = await startTurnHarness(backend, "openai", { limits: { outboundHighWaterBytes: 64 * 1024, outboundMaxBytes: 256 * 1024 * 1024 } });
     const slow = await TestClient.initialized(h.ts.url);
     clients.push(slow);
@@ -162,7 +163,7 @@ describe("backpressure", () => {
     expect(metrics).toMatch(/app_server_coalesced_deltas_total [1-9]/);
   });
 
-  it("closes a client that stops reading with 1013 (bounded memory) and lets it resume without a gap", async () => {
+  it("closes a client that stops reading with 1013 (bounded memory) and lets it resume without a gap", { timeout: 120_000 }, async () => {
     const maxQueued = 1024 * 1024;
     h = await startTurnHarness(backend, "openai", { limits: { outboundHighWaterBytes: 64 * 1024, outboundMaxBytes: maxQueued } });
     const slow = await TestClient.initialized(h.ts.url);
