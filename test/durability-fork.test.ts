@@ -4,36 +4,17 @@
  * model request extends the parent's request at the fork point byte for byte, and nothing the
  * parent does afterwards (new turns, a rollback) reaches it.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
-import { TestClient } from "./support/client.js";
-import { PROVIDERS, startTurnHarness, text, turnCompleted, type ProviderName, type TurnHarness } from "./support/turns.js";
+import { PROVIDERS, text, turnCompleted, type ProviderName } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
-import { deferred, expectExtends, rowCounts, threadRowCounts } from "./support/durability.js";
+import { deferred, expectExtends, rowCounts, threadRowCounts, useTurnSession } from "./support/durability.js";
 import { ThreadForkResponse } from "../src/protocol/thread.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (faster per test), else PGlite
 
 function setup(provider: ProviderName = "openai") {
-  const ctx = {} as { h: TurnHarness; client: TestClient };
-  beforeEach(async () => {
-    ctx.h = await startTurnHarness(backend, provider);
-    ctx.client = await TestClient.initialized(ctx.h.ts.url);
-  });
-  afterEach(async () => {
-    await ctx.client?.close();
-    await ctx.h?.close();
-  });
-  /** Runs one turn to completion; the mock answers `reply`. */
-  const turn = async (threadId: string, input: string, reply = `re:${input}`) => {
-    ctx.h.mock.enqueue({ text: reply });
-    const { turn: t } = await ctx.client.request("turn/start", { threadId, input: text(input) });
-    const done = await turnCompleted(ctx.client, t.id);
-    expect(done.params.turn.status).toBe("completed");
-    return { id: t.id as string, request: ctx.h.mock.requests[ctx.h.mock.requests.length - 1]! };
-  };
-  const read = async (threadId: string) => (await ctx.client.request("thread/read", { threadId, includeTurns: true })).thread;
-  return { ctx, turn, read };
+  return useTurnSession(backend, provider);
 }
 
 describe("thread/fork", () => {

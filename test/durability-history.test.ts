@@ -10,33 +10,16 @@ import { BACKENDS, freshDatabase, type TestDatabase } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer, type RecordedRequest } from "./support/mock-model-server.js";
 import { startServerOn, type TestServer } from "./support/server.js";
-import { mockProviders, startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { mockProviders, text, turnCompleted } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
-import { allEvents, deferred, expectExtends } from "./support/durability.js";
+import { allEvents, deferred, expectExtends, useTurnSession } from "./support/durability.js";
 import type { StartOptions } from "../src/server.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (faster per test), else PGlite
 const SUMMARIZE = "Summarize the conversation so far";
 
 function setup(overrides: Partial<StartOptions> = {}) {
-  const ctx = {} as { h: TurnHarness; client: TestClient };
-  beforeEach(async () => {
-    ctx.h = await startTurnHarness(backend, "openai", overrides);
-    ctx.client = await TestClient.initialized(ctx.h.ts.url);
-  });
-  afterEach(async () => {
-    await ctx.client?.close();
-    await ctx.h?.close();
-  });
-  const turn = async (threadId: string, input: string, reply = `re:${input}`) => {
-    ctx.h.mock.enqueue({ text: reply });
-    const { turn: t } = await ctx.client.request("turn/start", { threadId, input: text(input) });
-    const done = await turnCompleted(ctx.client, t.id);
-    expect(done.params.turn.status).toBe("completed");
-    return { id: t.id as string, request: ctx.h.mock.requests[ctx.h.mock.requests.length - 1]! };
-  };
-  const read = async (threadId: string) => (await ctx.client.request("thread/read", { threadId, includeTurns: true })).thread;
-  return { ctx, turn, read };
+  return useTurnSession(backend, "openai", overrides);
 }
 
 const ids = (turns: any[]) => turns.map((t) => t.id);

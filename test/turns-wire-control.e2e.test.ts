@@ -19,11 +19,11 @@ import {
   toolResultsIn,
   userTextsIn,
   wireSequence,
+  OPENING,
 } from "./support/wire.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (faster per test), else PGlite
 
-const OPENING = ["thread/started", "thread/status/changed", "turn/started", "item/started:userMessage", "item/completed:userMessage"];
 
 /** A promise the test opens by hand: the mock holds its stream at a gate until then. */
 function gate(): { wait: Promise<void>; open: () => void } {

@@ -18,15 +18,13 @@ import {
   serverRequests,
   toolResultsIn,
   wireSequence,
+  OPENING,
+  ANSWER,
+  END,
 } from "./support/wire.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (faster per test), else PGlite
 
-/** The opening of every first turn on a fresh thread. */
-const OPENING = ["thread/started", "thread/status/changed", "turn/started", "item/started:userMessage", "item/completed:userMessage"];
-/** A streamed text answer, then the end of a successful turn. */
-const ANSWER = ["item/started:agentMessage", "item/agentMessage/delta", "item/completed:agentMessage", "thread/tokenUsage/updated"];
-const END = ["thread/status/changed", "turn/completed"];
 
 describe.each(PROVIDERS)("provider faults with %s", (provider) => {
   let h: TurnHarness;

@@ -3,13 +3,15 @@
  * prefix extensions at the granularity a provider's prompt cache sees, counting store rows, and
  * running the real server as a child process that can be killed with SIGKILL.
  */
-import { expect } from "vitest";
+import { afterEach, beforeEach, expect } from "vitest";
 import { randomBytes } from "node:crypto";
 import type { Sql } from "postgres";
-import type { Frame, TestClient } from "./client.js";
+import type { StartOptions } from "../../src/server.js";
+import { TestClient, type Frame } from "./client.js";
+import type { Backend } from "./db.js";
 import type { MockModelServer, RecordedRequest } from "./mock-model-server.js";
 import { spawnCli, type CliProcess } from "./process.js";
-import type { ProviderName } from "./turns.js";
+import { startTurnHarness, text, turnCompleted, type ProviderName, type TurnHarness } from "./turns.js";
 import { messagesOf, stripCacheControl } from "./wire.js";
 
 /** A deferred: a promise plus the function that resolves it (for the mock's `gate`). */
@@ -161,4 +163,30 @@ export async function freshPostgresDatabase(adminUrl: string): Promise<{ url: st
       }
     },
   };
+}
+
+/**
+ * Registers beforeEach/afterEach that give every test a fresh server + mock + initialized client,
+ * plus helpers to run a text turn to completion and to read a thread with its turns.
+ */
+export function useTurnSession(backend: Backend, provider: ProviderName = "openai", overrides: Partial<StartOptions> = {}) {
+  const ctx = {} as { h: TurnHarness; client: TestClient };
+  beforeEach(async () => {
+    ctx.h = await startTurnHarness(backend, provider, overrides);
+    ctx.client = await TestClient.initialized(ctx.h.ts.url);
+  });
+  afterEach(async () => {
+    await ctx.client?.close();
+    await ctx.h?.close();
+  });
+  /** Runs one turn to completion; the mock answers `reply`. */
+  const turn = async (threadId: string, input: string, reply = `re:${input}`) => {
+    ctx.h.mock.enqueue({ text: reply });
+    const { turn: t } = await ctx.client.request("turn/start", { threadId, input: text(input) });
+    const done = await turnCompleted(ctx.client, t.id);
+    expect(done.params.turn.status).toBe("completed");
+    return { id: t.id as string, request: ctx.h.mock.requests[ctx.h.mock.requests.length - 1]! };
+  };
+  const read = async (threadId: string) => (await ctx.client.request("thread/read", { threadId, includeTurns: true })).thread;
+  return { ctx, turn, read };
 }

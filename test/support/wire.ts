@@ -178,3 +178,10 @@ export function expectPrefixExtension(provider: ProviderName, earlier: RecordedR
   // Compare serialised JSON so key order counts too (the bytes a provider's cache sees).
   expect(JSON.stringify(after.slice(0, before.length))).toBe(JSON.stringify(before));
 }
+
+/** The opening of every first turn on a fresh thread (methodSequence labels). */
+export const OPENING = ["thread/started", "thread/status/changed", "turn/started", "item/started:userMessage", "item/completed:userMessage"];
+/** A streamed text answer. */
+export const ANSWER = ["item/started:agentMessage", "item/agentMessage/delta", "item/completed:agentMessage", "thread/tokenUsage/updated"];
+/** The end of a turn. */
+export const END = ["thread/status/changed", "turn/completed"];
