@@ -74,6 +74,8 @@ create table items (
   pending_request jsonb,
   unique (turn_id, ordinal)
 );
+-- Reading a thread's turns fetches its items by thread (thread/read, resume, fork).
+create index items_by_thread on items (thread_id, turn_id, ordinal);
 
 -- Exactly what the model saw: internal messages (with provider ids and reasoning signatures),
 -- so a resumed thread sends the same bytes as a process that never stopped (DESIGN.md §6).
