@@ -94,10 +94,15 @@ export class ThreadHistoryOps {
    */
   async fork(p: ThreadForkParams, subscriber: Subscriber, responded: Promise<void>) {
     const source = await this.runtime.load(p.threadId);
-    await this.historyLog.ensure(source);
+    // Forking must not cost what the history costs: without a lastTurnId only counts are needed,
+    // so an unloaded source is not read (the full log is read only to check a fork point).
+    if (p.lastTurnId) await this.historyLog.ensure(source);
+    const counts = source.entries
+      ? { turns: source.turnCount, messages: source.messageCount, emptyLog: source.entries.length === 0 }
+      : await this.counts(source.record);
     let owner = source.record;
-    let forkTurnCount = source.turnCount;
-    let forkMessageCount = source.messageCount;
+    let forkTurnCount = counts.turns;
+    let forkMessageCount = counts.messages;
     if (p.lastTurnId) {
       const turn = await this.turns.getTurn(p.lastTurnId);
       const chain = await this.turns.ancestry(source.id);
@@ -134,7 +139,7 @@ export class ThreadHistoryOps {
     const record = applyOverrides(base, p);
     const message = settingsMessage(base, record, this.settings.shell, p);
     let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
-    if (!p.lastTurnId && source.entries!.length === 0) {
+    if (!p.lastTurnId && counts.emptyLog) {
       // Nothing inherited: the fork's first turn opens the log with the environment context (which
       // states the new settings) only while the log is empty, so instructions go after it now.
       const instructions = settingsMessage(record, record, this.settings.shell, p);
@@ -152,6 +157,12 @@ export class ThreadHistoryOps {
     const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);
     this.runtime.maybeUnload(source); // loaded only to read it
     return { ...response, thread: { ...response.thread, turns } };
+  }
+
+  /** Turn and log counts of a thread that is not loaded, without reading its history. */
+  private async counts(r: ThreadRecord): Promise<{ turns: number; messages: number; emptyLog: boolean }> {
+    const [ownTurns, messages] = await Promise.all([this.turns.countTurns(r.id), this.turns.countModelMessages(r.id)]);
+    return { turns: (r.forkTurnCount ?? 0) + ownTurns, messages, emptyLog: messages === 0 && !r.forkMessageCount };
   }
 
   /** Takes the last `numTurns` turns out of the model context (a marker; nothing is deleted). */
