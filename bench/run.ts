@@ -1,11 +1,18 @@
 /**
  * `npm run bench [-- options]`: start-up, idle memory, thread/start and thread/list latency of the
- * real CLI (built dist/, `node bin/app-server.js serve`) on real Postgres and on embedded PGlite.
+ * real CLI (built dist/, `node bin/app-server.js serve`) on real Postgres and on embedded PGlite;
+ * turns against a mock model (overhead, delta latency, RSS per thread, statements per turn),
+ * durable threads (fork, resume, read, replay) and load (500 streams + a slow client).
  * Only 127.0.0.1 traffic; every phase is bounded in count and time. Results are printed and
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,threads,list   phases to run (default all)
+ *   --only=ready,threads,list,turns,durability,load
+ *                               phases/groups to run (default all); turns, durability and load each
+ *                               get a fresh throwaway database (PGlite: a fresh home)
+ *   --load-pglite               also run the load group on PGlite (default: Postgres only)
+ *   --cpu-prof=DIR              servers of the turns/durability/load groups run with `node --cpu-prof`, profiles
+ *                               written to DIR on exit (summarise with bench/profile-summary.mjs)
  *   --backend=postgres,pglite   backends to run (default both)
  *   --sizes=10000,100000        stored-thread counts for thread/list
  *   --pg-url=URL                admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres,
@@ -24,11 +31,15 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import postgres, { type Sql } from "postgres";
+import postgres from "postgres";
 import { BenchClient } from "./lib/rpc-client.js";
+import type { Backend, BenchContext, FactTable, LatencyRow, MemRow } from "./lib/context.js";
+import { groupTurns, rssRows, statementRows, turnsTables } from "./groups/turns.js";
+import { durabilityTables, groupDurability } from "./groups/durability.js";
+import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import { countThreads, explainList, explainRecovery, middleCursor, SEARCH_COMMON, SEARCH_NONE, seedThreads, seedTurns, type ExplainResult } from "./lib/seed.js";
-import { fmtMs, summarize, type Summary } from "./lib/stats.js";
+import { fmtMs, summarize } from "./lib/stats.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const RESULTS = path.join(ROOT, "bench", "RESULTS.md");
@@ -43,17 +54,20 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const PHASES = new Set(list("only", ["ready", "threads", "list"]));
+const ALL_PHASES = ["ready", "threads", "list", "turns", "durability", "load"];
+const GROUPS = ["turns", "durability", "load"] as const;
+const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
 const SIZES = list("sizes", ["10000", "100000"]).map(Number);
 const PG_ADMIN_URL = opt("pg-url") ?? process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const QUICK = flag("quick");
+const CPU_PROF = opt("cpu-prof");
 /** --ref=COMMIT: bench that commit (git archive into a temp dir) instead of the working tree. */
 const REF = opt("ref");
 /** REF resolved once, at start: the branch may move while the bench runs. */
 let refCommit: string | undefined;
 let cleanupApp: (() => Promise<void>) | null = null;
-for (const p of PHASES) if (!["ready", "threads", "list"].includes(p)) throw new Error(`unknown phase ${p}`);
+for (const p of PHASES) if (!ALL_PHASES.includes(p)) throw new Error(`unknown phase ${p}`);
 for (const b of BACKENDS) if (b !== "postgres" && b !== "pglite") throw new Error(`unknown backend ${b}`);
 
 const N = {
@@ -82,18 +96,6 @@ const BOUND = {
 
 // ---- results --------------------------------------------------------------------------------
 
-interface LatencyRow {
-  backend: string;
-  metric: string;
-  s: Summary;
-  note?: string;
-}
-interface MemRow {
-  backend: string;
-  metric: string;
-  rss: Summary;
-  hwm: Summary;
-}
 const latency: LatencyRow[] = [];
 const memory: MemRow[] = [];
 const explains: { backend: string; size: number; rows: ExplainResult[] }[] = [];
@@ -140,17 +142,29 @@ let maxLoad1 = 0;
 const loadSampler = setInterval(() => (maxLoad1 = Math.max(maxLoad1, Number(loadavg().split(" ")[0]))), 2_000);
 loadSampler.unref();
 
-interface Backend {
-  name: "postgres" | "pglite";
-  home: string;
-  databaseUrl?: string;
-  /** Opens the server's database for seeding (PGlite: only while no server holds the dir). */
-  openSeed(): Promise<{ sql: Sql; close(): Promise<void> }>;
-  cleanup(): Promise<void>;
-}
-
 const spawnFor = (b: Backend, home = b.home) =>
   spawnServer({ command: serverCmd(), cwd: APP, home, databaseUrl: b.databaseUrl, timeoutMs: BOUND.startTimeoutMs });
+
+const tables: FactTable[] = [];
+const groupTimes: string[] = [];
+const ctx: BenchContext = {
+  quick: QUICK,
+  latency,
+  memory,
+  tables,
+  notes,
+  errors,
+  log: (m) => log(m),
+  spawn: (b, extra = {}) =>
+    spawnServer({
+      command: CPU_PROF ? [process.execPath, "--cpu-prof", `--cpu-prof-dir=${path.resolve(CPU_PROF)}`, ...serverCmd().slice(1)] : serverCmd(),
+      cwd: APP,
+      home: extra.home ?? b.home,
+      databaseUrl: extra.databaseUrl ?? b.databaseUrl,
+      timeoutMs: BOUND.startTimeoutMs,
+      env: extra.env,
+    }),
+};
 
 async function startStopSeries(b: Backend, label: string, runs: number, homeFor: (i: number) => Promise<string>, seriesMs = Infinity, after?: (i: number) => Promise<void>) {
   const ready: number[] = [];
@@ -445,6 +459,7 @@ type Verdict = { target: string; measured: string; met: boolean | null };
 function verdicts(): Verdict[] {
   const find = (backend: string, prefix: string) => latency.find((r) => r.backend === backend && r.metric.startsWith(prefix));
   const out: Verdict[] = [];
+  if (!["ready", "threads", "list"].some((p) => PHASES.has(p))) return groupVerdicts();
   const ready = find("postgres", "ready: restart (migrated db)");
   out.push({
     target: "ready ≤ 150 ms on Postgres (p50, restart on a migrated db)",
@@ -473,7 +488,79 @@ function verdicts(): Verdict[] {
   }
   const rss = memory.find((r) => r.backend === "postgres" && r.metric.startsWith("idle RSS after ready: restart (migrated db)"));
   out.push({ target: "idle RSS ≤ 60 MB on Postgres", measured: rss ? `p50 ${rss.rss.p50.toFixed(1)} MiB (max ${rss.rss.max.toFixed(1)})` : "not run", met: rss ? rss.rss.p50 <= 60 : null });
+  if (PHASES.has("turns") || PHASES.has("durability") || PHASES.has("load")) out.push(...groupVerdicts());
   return out;
+}
+
+/** Targets of the issues "Turns", "Durable threads", "Self-hosting and hardening". */
+function groupVerdicts(): Verdict[] {
+  const find = (backend: string, prefix: string) => latency.find((r) => r.backend === backend && r.metric.startsWith(prefix));
+  const out: Verdict[] = [];
+  const pq = (r: LatencyRow) => `p50 ${fmtMs(r.s.p50)} ms, p99 ${fmtMs(r.s.p99)} ms`;
+  if (PHASES.has("turns")) {
+    for (const b of BACKENDS) {
+      const o = find(b, "turn overhead:");
+      if (o) out.push({ target: `turn overhead ≤ 10 ms (${b}, p50; Codex 0.171: 88–105 ms)`, measured: pq(o), met: o.s.p50 <= 10 });
+    }
+    for (const b of BACKENDS) {
+      for (const [n, limit] of [
+        [1, 2],
+        [500, 25],
+      ] as const) {
+        const r = latency.find((x) => x.backend === b && x.metric.startsWith("delta latency:") && x.metric.includes(`, ${n} concurrent`));
+        if (r) out.push({ target: `delta latency p99 ≤ ${limit} ms at ${n} stream${n > 1 ? "s" : ""} (${b})`, measured: pq(r), met: r.s.p99 <= limit });
+      }
+      const mid = latency.find((x) => x.backend === b && x.metric.startsWith("delta latency:") && x.metric.includes(", 100 concurrent"));
+      if (mid) out.push({ target: `(delta latency at 100 streams, ${b}: no target)`, measured: pq(mid), met: null });
+    }
+    for (const r of rssRows) out.push({ target: `RSS per loaded thread (${r.backend}; no target)`, measured: `${r.perThreadKiB.toFixed(1)} KiB (+${r.threads} threads, 1 turn each)`, met: null });
+    const small = statementRows.find((r) => r.chunks === 10);
+    const big = statementRows.find((r) => r.chunks === 1000);
+    if (small && big)
+      out.push({
+        target: "statements per turn grow with items, not tokens (postgres; 10 → 1 000 chunks adds ≤ 2 statements)",
+        measured: statementRows.map((r) => `${r.chunks} chunks: ${r.perTurn.toFixed(1)}`).join(", "),
+        met: big.perTurn - small.perTurn <= 2,
+      });
+  }
+  if (PHASES.has("durability")) {
+    for (const b of BACKENDS) {
+      const f10 = find(b, "thread/fork @10 items");
+      const f10k = find(b, "thread/fork @10000 items");
+      if (f10 && f10k)
+        out.push({
+          target: `fork time independent of history: @10 000 ≤ 2 × @10 items (${b}, p50)`,
+          measured: `${fmtMs(f10.s.p50)} → ${fmtMs(f10k.s.p50)} ms (${(f10k.s.p50 / f10.s.p50).toFixed(1)}×)`,
+          met: f10k.s.p50 <= 2 * f10.s.p50,
+        });
+      const e10 = find(b, "thread/fork excludeTurns @10 items");
+      const e10k = find(b, "thread/fork excludeTurns @10000 items");
+      if (e10 && e10k)
+        out.push({
+          target: `… same, fork with excludeTurns (${b})`,
+          measured: `${fmtMs(e10.s.p50)} → ${fmtMs(e10k.s.p50)} ms (${(e10k.s.p50 / e10.s.p50).toFixed(1)}×)`,
+          met: e10k.s.p50 <= 2 * e10.s.p50,
+        });
+      const r10k = find(b, "thread/resume (incl. turns) @10000 items");
+      if (r10k) out.push({ target: `thread/resume of 10 000 items ≤ 200 ms (${b}, p50)`, measured: pq(r10k), met: r10k.s.p50 <= 200 });
+    }
+  }
+  if (PHASES.has("load")) {
+    for (const f of loadFacts) {
+      const r = find(f.backend, "load: delta latency");
+      out.push({
+        target: `load: ${f.streams} streams + 1 slow client (${f.backend}): normal clients' delta latency (no target of its own; 25 ms as at 500 streams)`,
+        measured: r ? pq(r) : "-",
+        met: r ? r.s.p99 <= 25 : null,
+      });
+      out.push({ target: `load: the slow client is closed with 1013 (${f.backend})`, measured: `${f.overflowCloses} overflow close(s); client saw ${f.slowCloseCode}`, met: f.slowCloseCode.startsWith("1013") });
+    }
+  }
+  return out;
+}
+
+function allTables(): FactTable[] {
+  return [...tables, ...turnsTables(), ...durabilityTables(), ...loadTables()];
 }
 
 function markdown(facts: Record<string, string>, load: { before: string; after: string }, wallS: number): string {
@@ -497,6 +584,12 @@ function markdown(facts: Record<string, string>, load: { before: string; after: 
     md.push("| backend | threads | case | plan (top nodes) | execution ms |", "|---|--:|---|---|--:|");
     for (const e of explains) for (const r of e.rows) md.push(`| ${e.backend} | ${e.size} | ${r.name} | ${r.plan} | ${r.executionMs.toFixed(2)} |`);
   }
+  for (const t of allTables()) {
+    md.push("", `${t.title}:`, "", `| ${t.columns.join(" | ")} |`, `|${t.columns.map(() => "---").join("|")}|`);
+    for (const r of t.rows) md.push(`| ${r.join(" | ")} |`);
+    if (t.notes?.length) md.push("", ...t.notes.map((n) => `- ${n}`));
+  }
+  if (groupTimes.length) md.push("", `Wall time per part: ${groupTimes.join("; ")}.`);
   if (notes.length || errors.length) md.push("", ...[...notes, ...errors].map((n) => `- ${n}`));
   md.push("");
   return md.join("\n");
@@ -542,23 +635,45 @@ async function main(): Promise<void> {
 
   let pgReachable: string | undefined;
   for (const name of BACKENDS) {
-    const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();
-    if (!b) continue;
-    if (name === "postgres") pgReachable = PG_ADMIN_URL;
-    activeCleanup = async () => {
-      killAllSpawned();
-      await b.cleanup();
-    };
-    try {
-      if (PHASES.has("ready")) await phaseReady(b);
-      if (PHASES.has("threads")) await phaseThreads(b);
-      if (PHASES.has("list")) await phaseList(b);
-    } catch (err) {
-      errors.push(`${name}: ${(err as Error).stack ?? err}`);
-      log(`${name} failed: ${(err as Error).message}`);
-    } finally {
-      activeCleanup = null;
-      await b.cleanup();
+    const runs: [string, (b: Backend) => Promise<void>][] = [];
+    if (["ready", "threads", "list"].some((p) => PHASES.has(p)))
+      runs.push([
+        "ready/threads/list",
+        async (b) => {
+          if (PHASES.has("ready")) await phaseReady(b);
+          if (PHASES.has("threads")) await phaseThreads(b);
+          if (PHASES.has("list")) await phaseList(b);
+        },
+      ]);
+    // Each new group on a fresh database / home, so that what an earlier phase stored (100k
+    // threads, 300k turns) does not change its numbers.
+    for (const g of GROUPS) {
+      if (!PHASES.has(g)) continue;
+      if (g === "load" && name === "pglite" && !flag("load-pglite")) {
+        notes.push("load: run on Postgres only (PGlite: pass --load-pglite).");
+        continue;
+      }
+      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : groupLoad(ctx, b))]);
+    }
+    for (const [label, run] of runs) {
+      const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();
+      if (!b) break;
+      if (name === "postgres") pgReachable = PG_ADMIN_URL;
+      activeCleanup = async () => {
+        killAllSpawned();
+        await b.cleanup();
+      };
+      const t = performance.now();
+      try {
+        await run(b);
+      } catch (err) {
+        errors.push(`${name} ${label}: ${(err as Error).stack ?? err}`);
+        log(`${name} ${label} failed: ${(err as Error).message}`);
+      } finally {
+        activeCleanup = null;
+        await b.cleanup();
+      }
+      groupTimes.push(`${name} ${label}: ${((performance.now() - t) / 1000).toFixed(0)} s`);
     }
   }
   if (!pgReachable && !BACKENDS.includes("postgres")) pgReachable = PG_ADMIN_URL;
@@ -567,6 +682,11 @@ async function main(): Promise<void> {
   const wallS = (performance.now() - T0) / 1000;
   process.stdout.write(`\n${textTable()}\n\nTargets:\n`);
   for (const v of verdicts()) process.stdout.write(`  ${v.met === null ? "–     " : v.met ? "met   " : "MISSED"}  ${v.target}: ${v.measured}\n`);
+  for (const t of allTables()) {
+    process.stdout.write(`\n${t.title}:\n  ${t.columns.join(" | ")}\n`);
+    for (const r of t.rows) process.stdout.write(`  ${r.join(" | ")}\n`);
+  }
+  if (groupTimes.length) process.stdout.write(`\nwall time: ${groupTimes.join("; ")}\n`);
   for (const n of [...notes, ...errors]) process.stdout.write(`note: ${n}\n`);
   process.stdout.write(`\n${facts.date}; ${facts.nproc} × ${facts.cpu}; node ${facts.node}; ${facts.postgres}; load ${loadBefore} → ${loadavg()} (max ${maxLoad1.toFixed(2)}); ${wallS.toFixed(0)} s\n`);
 

@@ -2,7 +2,7 @@
  * Spawns the real CLI as a child process, times it to the "listening" log line and to the first
  * GET /readyz 200, reads its memory from /proc, and stops it with SIGTERM (SIGKILL after a bound).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { performance } from "node:perf_hooks";
@@ -47,12 +47,15 @@ export interface SpawnOptions {
   timeoutMs: number;
   /** Extra node flags via NODE_OPTIONS (e.g. --cpu-prof). */
   nodeOptions?: string;
+  /** Extra environment (after APP_SERVER_* / DATABASE_URL of the bench's own environment are removed). */
+  env?: Record<string, string>;
 }
 
 export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("APP_SERVER_") || k === "DATABASE_URL" || k === "NODE_OPTIONS") delete env[k];
   if (opts.nodeOptions) env.NODE_OPTIONS = opts.nodeOptions;
+  Object.assign(env, opts.env ?? {});
   const args = [...opts.command.slice(1), "serve", "--listen", "ws://127.0.0.1:0", "--home", opts.home];
   if (opts.databaseUrl) args.push("--database-url", opts.databaseUrl);
 
@@ -133,4 +136,34 @@ export async function timeCommand(command: string[], cwd: string, timeoutMs = 30
   live.delete(child);
   if (code !== 0) throw new Error(`${command.join(" ")} exited with ${code}`);
   return performance.now() - t0;
+}
+
+let clkTck: number | undefined;
+/** user + system CPU seconds a live process has used so far (/proc/PID/stat utime + stime). */
+export function procCpuSeconds(pid: number): number {
+  clkTck ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may contain spaces), 1-based numbering of proc(5): utime 14, stime 15.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(rest[11]) + Number(rest[12])) / clkTck;
+}
+
+/** GET a URL on 127.0.0.1 and return its body (e.g. /metrics). */
+export function httpGetText(url: string, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`GET ${url} timed out`)));
+    req.on("error", reject);
+  });
+}
+
+/** One sample's value from Prometheus text (`name` or `name{labels}`), NaN when absent. */
+export function metricValue(text: string, name: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : NaN;
 }

@@ -11,10 +11,18 @@ export type ToolArgs<S extends z.ZodType> = { ok: true; value: z.infer<S> } | { 
 
 /** The model-facing JSON Schema of a tool's arguments (deterministic; no `$schema` key). */
 export function inputSchemaOf(schema: z.ZodType): Record<string, unknown> {
-  const json = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
-  delete json.$schema;
-  return withoutSafeIntegerBounds(json) as Record<string, unknown>;
+  // Tools are built for every turn, but their schemas never change: convert each once.
+  let cached = schemaCache.get(schema);
+  if (!cached) {
+    const json = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
+    delete json.$schema;
+    cached = withoutSafeIntegerBounds(json) as Record<string, unknown>;
+    schemaCache.set(schema, cached);
+  }
+  return cached;
 }
+
+const schemaCache = new WeakMap<z.ZodType, Record<string, unknown>>();
 
 /** zod spells `.int()` as ±MAX_SAFE_INTEGER bounds: noise for a model, so they are dropped. */
 function withoutSafeIntegerBounds(node: unknown): unknown {
