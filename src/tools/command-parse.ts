@@ -3,11 +3,13 @@
  *  - deciding whether a command is on the read-only allow list (the `untrusted` policy and the
  *    `read-only` sandbox). This errs on the side of "not read-only": anything we do not fully
  *    understand (redirection, substitution, subshells, variables, background jobs, assignments)
- *    makes the whole command need approval;
+ *    makes the whole command need approval; which programs and flags are allowed is in
+ *    read-only-commands.ts;
  *  - best-effort `commandActions` for the commandExecution item (read / listFiles / search).
  */
 import path from "node:path";
 import type { CommandAction } from "../protocol/items.js";
+import { isReadOnlyProgram, type ShellWord } from "./read-only-commands.js";
 
 export interface ParsedCommand {
   /** Simple commands (argv words, quotes removed), split at `;`, `&&`, `||`, `|` and newlines. */
@@ -22,10 +24,20 @@ const OPERATOR_CHARS = new Set([";", "&", "|", "\n"]);
 
 /** Splits command text into simple commands; flags every construct it does not model. */
 export function parseCommandLine(command: string): ParsedCommand {
-  const segments: string[][] = [];
+  const { segments, separators, unsafe } = scanCommandLine(command);
+  return { segments: segments.map((words) => words.map((w) => w.text)), separators, unsafe };
+}
+
+/**
+ * parseCommandLine, keeping for each word where its first unquoted glob character is: such a word
+ * may expand to several words (or to names starting with `-`), which the allow list must know.
+ */
+function scanCommandLine(command: string): { segments: ShellWord[][]; separators: string[]; unsafe: string | null } {
+  const segments: ShellWord[][] = [];
   const separators: string[] = [];
-  let words: string[] = [];
+  let words: ShellWord[] = [];
   let word = "";
+  let globAt = -1;
   let inWord = false;
   let pendingOp = ";";
   let unsafe: string | null = null;
@@ -33,8 +45,9 @@ export function parseCommandLine(command: string): ParsedCommand {
     unsafe ??= why;
   };
   const endWord = () => {
-    if (inWord) words.push(word);
+    if (inWord) words.push({ text: word, globAt });
     word = "";
+    globAt = -1;
     inWord = false;
   };
   const endSegment = (op: string) => {
@@ -111,8 +124,10 @@ export function parseCommandLine(command: string): ParsedCommand {
     else if (c === "$") checkDollar(command[i + 1]);
     else if (c === "(" || c === ")") flag("subshell");
     else if (c === "{" || c === "}") flag("brace expansion or command group");
-    else if ((c === "*" || c === "?" || c === "[") && word === "") flag("glob at the start of a word"); // may expand to a file named like a flag
-    else if (c === "#" && !inWord) {
+    else if (c === "*" || c === "?" || c === "[") {
+      if (word === "") flag("glob at the start of a word"); // may expand to a file named like a flag
+      if (globAt < 0) globAt = word.length;
+    } else if (c === "#" && !inWord) {
       // A comment: the rest of the line is ignored by bash.
       const nl = command.indexOf("\n", i);
       if (nl < 0) break;
@@ -130,44 +145,12 @@ export function parseCommandLine(command: string): ParsedCommand {
   return { segments, separators, unsafe };
 }
 
-const SIMPLE_READ_ONLY = new Set([
-  "ls", "cat", "head", "tail", "pwd", "wc", "grep", "egrep", "fgrep", "echo", "printf", "which", "file", "stat", "du", "df",
-  "basename", "dirname", "realpath", "readlink", "cut", "tr", "nl", "diff", "cmp", "true", "false",
-  "whoami", "uname", "id", "cd",
-]);
-
-const FIND_FORBIDDEN = new Set(["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]);
-const GIT_READ_ONLY = new Set(["status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "shortlog", "describe", "cat-file", "grep"]);
-
-function isReadOnlySegment(words: string[]): boolean {
-  const [cmd, ...args] = words;
-  if (/^[A-Za-z_][A-Za-z0-9_]*=/.test(cmd)) return false; // VAR=value cmd …
-  if (cmd === "find") return !args.some((a) => FIND_FORBIDDEN.has(a));
-  if (cmd === "rg") return !args.some((a) => a === "--pre" || a.startsWith("--pre=") || a === "--search-zip" || a === "-z");
-  if (cmd === "sort") return !args.some((a) => a === "-o" || a.startsWith("-o") || a.startsWith("--output") || a === "--compress-program" || a.startsWith("--compress-program="));
-  if (cmd === "tree") return !args.some((a) => a === "-o" || a.startsWith("-o"));
-  if (cmd === "file") return !args.some((a) => a === "-C" || a === "--compile");
-  if (cmd === "uniq") return args.filter((a) => !a.startsWith("-")).length <= 1; // `uniq in out` writes `out`
-  if (cmd === "sed") {
-    // Only `sed -n <N>p` / `sed -n <N>,<M>p` printing, as models use it to read line ranges.
-    const [flag, script, ...files] = args;
-    return flag === "-n" && script !== undefined && /^\d+(,\d+)?p$/.test(script) && files.every((f) => !f.startsWith("-"));
-  }
-  if (cmd === "git") {
-    const [sub, ...rest] = args;
-    if (sub === undefined) return false;
-    if (sub === "branch") return rest.every((a) => ["-a", "-r", "-v", "-vv", "--list", "--show-current", "--all", "--remotes"].includes(a));
-    if (!GIT_READ_ONLY.has(sub)) return false; // includes every global option such as `-c`
-    return !rest.some((a) => a.startsWith("--output") || a === "--ext-diff" || a.startsWith("--exec") || a === "-o");
-  }
-  return SIMPLE_READ_ONLY.has(cmd);
-}
-
 /** True when every part of the command is on the read-only allow list and nothing else happens. */
 export function isReadOnlyCommand(command: string): boolean {
-  const parsed = parseCommandLine(command);
+  const parsed = scanCommandLine(command);
   if (parsed.unsafe !== null || parsed.segments.length === 0) return false;
-  return parsed.segments.every(isReadOnlySegment);
+  // `VAR=value cmd` is not on the list either: no program is named like an assignment.
+  return parsed.segments.every(isReadOnlyProgram);
 }
 
 /** Commands that only filter a pipe when given no file. */
