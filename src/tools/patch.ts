@@ -14,10 +14,10 @@
  * typographic punctuation) differences, as Codex's seek_sequence does.
  */
 import { randomBytes } from "node:crypto";
-import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { FileUpdateChange } from "../protocol/items.js";
 import { unifiedDiffHunks } from "./diff.js";
+import { PinnedDir, readNoFollow, SymlinkInPathError } from "./pinned-dir.js";
 
 export interface UpdateChunk {
   /** A line (usually a class or function header) the chunk comes after. */
@@ -304,11 +304,18 @@ function asText(buf: Buffer, display: string): string | Error {
   }
 }
 
-/** Reads a file's bytes; null when it does not exist. */
+/**
+ * Reads a file's bytes; null when it does not exist. `real` is the checked, symlink-free path: it
+ * is read without following symbolic links (pinned-dir.ts), so a directory swapped for a link
+ * after the check cannot make us read (and show in a diff) a file outside the checked location.
+ */
 export async function readExisting(real: string): Promise<Buffer | null> {
   try {
-    return await fs.readFile(real);
+    return (await readNoFollow(real))?.content ?? null;
   } catch (err) {
+    if (err instanceof SymlinkInPathError) {
+      throw new Error(`${real} was not read: ${err.path} is a symbolic link (the directory tree changed after the path was checked)`);
+    }
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return null;
     if (code === "EISDIR") throw new Error(`${real} is a directory`);
@@ -399,28 +406,6 @@ export interface CommitHooks {
   beforeRename?: (index: number, target: string) => void | Promise<void>;
 }
 
-async function mkdirTracked(dir: string, created: string[]): Promise<void> {
-  const missing: string[] = [];
-  let d = dir;
-  for (;;) {
-    try {
-      const st = await fs.stat(d);
-      if (!st.isDirectory()) throw new Error(`${d} is not a directory`);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-      missing.push(d);
-      const parent = path.dirname(d);
-      if (parent === d) break;
-      d = parent;
-    }
-  }
-  for (const m of missing.reverse()) {
-    await fs.mkdir(m);
-    created.push(m);
-  }
-}
-
 async function quietly(op: () => Promise<unknown>): Promise<void> {
   try {
     await op();
@@ -429,82 +414,131 @@ async function quietly(op: () => Promise<unknown>): Promise<void> {
   }
 }
 
+const changedUnderUs = (w: FileWrite) =>
+  `${w.display} changed while the patch was being applied (a path component became a symbolic link); nothing was written`;
+
 /**
  * Writes every file's new content or deletes it, atomically as a set: new contents go to temp
  * files beside their targets first; then each target is moved aside and replaced by rename. Any
  * failure puts every file back as it was (and removes directories this call created). Before
  * touching anything, each file must still hold the content the patch was checked against.
+ *
+ * Every operation (the verification read, mkdir of missing parents, temp files, renames, unlinks,
+ * rollback) goes through the target directory pinned by file descriptor (pinned-dir.ts), opened
+ * from `/` without following symbolic links: the write lands exactly at the checked `real` path,
+ * or, when a component has meanwhile become a symbolic link, the commit fails and nothing is
+ * written. (Without /proc/self/fd, PinnedDir falls back to path-based operations.)
  */
 export async function commitFileWrites(writes: readonly FileWrite[], hooks: CommitHooks = {}): Promise<void> {
   const tag = `${process.pid}.${randomBytes(4).toString("hex")}`;
-  const createdDirs: string[] = [];
-  const temps = new Map<string, string>();
+  /** Pinned directories by path, in the order opened (which is the order they were created in). */
+  const dirs = new Map<string, PinnedDir>();
+  const dirOf = async (real: string, create: boolean): Promise<PinnedDir> => {
+    const key = path.dirname(real);
+    let dir = dirs.get(key);
+    if (dir === undefined) {
+      dir = await PinnedDir.open(key, { create });
+      dirs.set(key, dir);
+    }
+    return dir;
+  };
+  const nameOf = (real: string) => path.basename(real);
   const removeCreatedDirs = async () => {
-    for (const d of [...createdDirs].reverse()) await quietly(() => fs.rmdir(d));
+    for (const dir of [...dirs.values()].reverse()) await dir.removeCreated();
   };
 
-  for (const w of writes) {
-    const now = await readExisting(w.real).catch(() => undefined);
-    const same = now === undefined ? false : now === null ? w.before === null : w.before !== null && now.equals(w.before);
-    if (!same) throw new CommitError(`${w.display} changed after the patch was checked; nothing was written`);
-  }
-
-  // Phase 1: new contents into temp files beside their targets.
   try {
+    // Each file must still hold what the patch was checked against (read through the pinned dir).
+    const modes = new Map<string, number>();
     for (const w of writes) {
-      if (w.after === null) continue;
-      const dir = path.dirname(w.real);
-      await mkdirTracked(dir, createdDirs);
-      const tmp = path.join(dir, `.${path.basename(w.real)}.${tag}.tmp`);
-      let mode: number | undefined;
-      if (w.before !== null) mode = (await fs.stat(w.real)).mode & 0o7777;
-      await fs.writeFile(tmp, w.after, { flag: "wx", mode: mode ?? 0o666 });
-      temps.set(w.real, tmp);
-      if (mode !== undefined) await fs.chmod(tmp, mode);
+      let now: { content: Buffer; mode: number } | null | undefined;
+      try {
+        let dir: PinnedDir | null = null;
+        try {
+          dir = await dirOf(w.real, false);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code !== "ENOENT" && code !== "ENOTDIR") throw err;
+        }
+        now = dir === null ? null : await dir.read(nameOf(w.real));
+      } catch (err) {
+        if (err instanceof SymlinkInPathError) throw new CommitError(changedUnderUs(w));
+        now = undefined;
+      }
+      const same = now === undefined ? false : now === null ? w.before === null : w.before !== null && now.content.equals(w.before);
+      if (!same) throw new CommitError(`${w.display} changed after the patch was checked; nothing was written`);
+      if (now) modes.set(w.real, now.mode);
     }
-  } catch (err) {
-    for (const tmp of temps.values()) await quietly(() => fs.unlink(tmp));
-    await removeCreatedDirs();
-    throw new CommitError(`could not write ${describeTarget(err)}: ${(err as Error).message}; nothing was changed`);
-  }
 
-  // Phase 2: move originals aside, renames into place.
-  const done: Array<{ real: string; backup: string | null; placed: boolean }> = [];
-  try {
-    let index = 0;
-    for (const w of writes) {
-      await hooks.beforeRename?.(index++, w.real);
-      const step = { real: w.real, backup: null as string | null, placed: false };
-      done.push(step);
-      if (w.before !== null) {
-        const backup = path.join(path.dirname(w.real), `.${path.basename(w.real)}.${tag}.orig`);
-        await fs.rename(w.real, backup);
-        step.backup = backup;
+    // Phase 1: new contents into temp files beside their targets.
+    const temps = new Map<string, string>();
+    let writing: FileWrite | null = null;
+    try {
+      for (const w of writes) {
+        if (w.after === null) continue;
+        writing = w;
+        const dir = await dirOf(w.real, true);
+        const tmp = `.${nameOf(w.real)}.${tag}.tmp`;
+        const mode = w.before !== null ? modes.get(w.real) : undefined;
+        await dir.writeExclusive(tmp, w.after, mode);
+        temps.set(w.real, tmp);
       }
-      const tmp = temps.get(w.real);
-      if (tmp !== undefined) {
-        await fs.rename(tmp, w.real);
-        temps.delete(w.real);
-        step.placed = true;
+    } catch (err) {
+      for (const [real, tmp] of temps) {
+        const dir = dirs.get(path.dirname(real));
+        if (dir) await quietly(() => dir.unlink(tmp));
       }
+      await removeCreatedDirs();
+      if (err instanceof SymlinkInPathError && writing !== null) throw new CommitError(changedUnderUs(writing));
+      throw new CommitError(`could not write ${describeTarget(err)}: ${(err as Error).message}; nothing was changed`);
     }
-  } catch (err) {
-    for (const step of done.reverse()) {
-      if (step.placed) await quietly(() => fs.unlink(step.real));
-      if (step.backup !== null) {
-        const backup = step.backup;
-        await quietly(() => fs.rename(backup, step.real));
-      }
-    }
-    for (const tmp of temps.values()) await quietly(() => fs.unlink(tmp));
-    await removeCreatedDirs();
-    throw new CommitError(`applying the patch failed (${(err as Error).message}); every file was restored`);
-  }
 
-  // Phase 3: drop the originals.
-  for (const step of done) {
-    const backup = step.backup;
-    if (backup !== null) await quietly(() => fs.unlink(backup));
+    // Phase 2: move originals aside, renames into place.
+    const done: Array<{ real: string; dir: PinnedDir; backup: string | null; placed: boolean }> = [];
+    try {
+      let index = 0;
+      for (const w of writes) {
+        await hooks.beforeRename?.(index++, w.real);
+        if (w.before === null && !temps.has(w.real)) continue; // absent before and after
+        const dir = await dirOf(w.real, false);
+        const step = { real: w.real, dir, backup: null as string | null, placed: false };
+        done.push(step);
+        if (w.before !== null) {
+          const backup = `.${nameOf(w.real)}.${tag}.orig`;
+          await dir.rename(nameOf(w.real), backup);
+          step.backup = backup;
+        }
+        const tmp = temps.get(w.real);
+        if (tmp !== undefined) {
+          await dir.rename(tmp, nameOf(w.real));
+          temps.delete(w.real);
+          step.placed = true;
+        }
+      }
+    } catch (err) {
+      for (const step of done.reverse()) {
+        if (step.placed) await quietly(() => step.dir.unlink(nameOf(step.real)));
+        if (step.backup !== null) {
+          const backup = step.backup;
+          await quietly(() => step.dir.rename(backup, nameOf(step.real)));
+        }
+      }
+      for (const [real, tmp] of temps) {
+        const dir = dirs.get(path.dirname(real));
+        if (dir) await quietly(() => dir.unlink(tmp));
+      }
+      await removeCreatedDirs();
+      if (err instanceof SymlinkInPathError) throw new CommitError(`${err.message}: the directory tree changed while the patch was being applied; every file was restored`);
+      throw new CommitError(`applying the patch failed (${(err as Error).message}); every file was restored`);
+    }
+
+    // Phase 3: drop the originals.
+    for (const step of done) {
+      const backup = step.backup;
+      if (backup !== null) await quietly(() => step.dir.unlink(backup));
+    }
+  } finally {
+    for (const dir of dirs.values()) await dir.close();
   }
 }
 
