@@ -122,6 +122,39 @@ describe("limits", () => {
     expect(read.thread.turns).toEqual([]);
   });
 
+  it("holds the concurrent-turn limit under a burst of turn/start and releases the slots when turns end", async () => {
+    h = await startTurnHarness(backend, "openai", { limits: { maxConcurrentTurns: 3 } });
+    const c = await TestClient.initialized(h.ts.url);
+    clients.push(c);
+    const threads: string[] = [];
+    for (let i = 0; i < 20; i++) threads.push((await c.request("thread/start", {})).thread.id);
+    /** Fires turn/start on every thread at once; the accepted turns' model streams wait for `gate`. */
+    const burst = async (on: string[], gate: Promise<void>) => {
+      h!.mock.enqueue(...[1, 2, 3].map(() => ({ text: "done", gate: { afterEvents: 1, wait: gate } })));
+      const answers = await Promise.all(on.map((threadId) => c.requestRaw("turn/start", { threadId, input: text("go") })));
+      const accepted = answers.flatMap((f, i) => (f.result ? [{ threadId: on[i]!, turnId: f.result.turn.id as string }] : []));
+      const refused = answers.filter((f) => f.error);
+      return { accepted, refused, notAccepted: on.filter((t) => !accepted.some((a) => a.threadId === t)) };
+    };
+    let open!: () => void;
+    const first = await burst(threads, new Promise<void>((r) => (open = r)));
+    expect(first.accepted).toHaveLength(3);
+    expect(first.refused).toHaveLength(17);
+    for (const f of first.refused) expect(f.error).toMatchObject({ code: -32001, message: "Server overloaded; retry later" });
+    // Nothing was recorded for a refused turn.
+    expect((await c.request("thread/read", { threadId: first.notAccepted[0], includeTurns: true })).thread.turns).toEqual([]);
+    // The three finish; their slots are free again: another burst gets exactly three more.
+    open();
+    for (const t of first.accepted) await turnCompleted(c, t.turnId);
+    let openAgain!: () => void;
+    const second = await burst(first.notAccepted, new Promise<void>((r) => (openAgain = r)));
+    expect(second.accepted).toHaveLength(3);
+    expect(second.refused).toHaveLength(14);
+    openAgain();
+    for (const t of second.accepted) await turnCompleted(c, t.turnId);
+    expect(h.mock.requests).toHaveLength(6);
+  });
+
   it("refuses NUL characters in params with -32602", async () => {
     ts = await startTestServer(backend);
     const c = await TestClient.initialized(ts.url);

@@ -82,6 +82,24 @@ export function presentedToken(headers: Record<string, string | string[] | undef
   return new URL(url, "http://x").searchParams.get("token") ?? undefined;
 }
 
+/**
+ * DNS-rebinding protection, applied when the server has no auth token: a page on
+ * `http://evil.example:4500` whose name the attacker re-points at 127.0.0.1 reaches us with
+ * `Host: evil.example:4500` (and that same Origin, so an Origin-vs-Host check alone admits it).
+ * Only a loopback name or address *with our listening port* is accepted: `localhost:<port>`,
+ * `127.x.y.z:<port>` (all of 127.0.0.0/8 is loopback, and an IP literal cannot be re-pointed by
+ * DNS), `[::1]:<port>`. Names are matched case-insensitively; no port means 80 (as HTTP clients
+ * omit the default port). Anything else — other names, `*.localhost`, a trailing dot, userinfo,
+ * other IPv6 spellings, a missing Host (HTTP/1.1 requires it) — is refused.
+ */
+export function loopbackHostAllowed(host: string | undefined, port: number): boolean {
+  if (host === undefined) return false;
+  const m = /^(localhost|127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\])(?::(\d{1,5}))?$/i.exec(host);
+  if (!m) return false;
+  if ([m[2], m[3], m[4]].some((octet) => octet !== undefined && Number(octet) > 255)) return false;
+  return (m[5] === undefined ? 80 : Number(m[5])) === port;
+}
+
 /** Same origin as the server itself (the playground), or listed. Requests without Origin are not browsers. */
 export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
   if (origin === undefined) return true;
@@ -127,6 +145,24 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
     },
   });
 
+  // Without a token: the DNS-rebinding check (loopbackHostAllowed) on every request — WebSocket
+  // upgrades, the playground, /healthz, /readyz, /metrics and 404s alike. Health probes leak
+  // nothing, but one rule for everything is simpler to reason about; a probe on this host uses
+  // 127.0.0.1:<port> anyway. Answered 403 with a short JSON error, before any route or JSON-RPC
+  // (403 rather than 421: this is a refusal, not a hint to retry on another connection).
+  // Added after the websocket plugin, whose own onRequest hook marks upgrades (req.ws) so that its
+  // onResponse hook closes the socket of a refused one. The port is the one actually bound (known
+  // after listen, so port 0 works); until then, refuse. With a token, the token is the protection
+  // and any Host is accepted as before.
+  let listeningPort: number | undefined;
+  if (!opts.authToken) {
+    app.addHook("onRequest", async (req, reply) => {
+      if (listeningPort !== undefined && loopbackHostAllowed(req.headers.host, listeningPort)) return;
+      opts.log.warn({ component: "http", host: req.headers.host?.slice(0, 200) ?? null, remote: req.ip }, "refused a request for a non-loopback Host (no auth token set)");
+      return reply.code(403).send({ error: "host not allowed: without an auth token only loopback Host headers (localhost, 127.0.0.1, [::1]) with the server's port are accepted" });
+    });
+  }
+
   const playground = loadPlayground();
   const sendPlayground = (reply: FastifyReply<any, any, any, any>, name: PlaygroundFile) => {
     const body = playground.get(name);
@@ -168,6 +204,8 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
       if (!opts.isReady()) return reply.code(503).send({ error: "server is starting" });
       if (opts.maxConnections !== undefined && sockets.size >= opts.maxConnections)
         return reply.code(503).send({ error: `too many connections (limit ${opts.maxConnections})` });
+      // "Same origin" compares with the Host header: without a token, it passed the loopback
+      // check above (onRequest runs first), so a rebound name cannot make itself "same origin".
       if (!originAllowed(req.headers.origin, req.headers.host, opts.allowedOrigins ?? []))
         return reply.code(403).send({ error: "origin not allowed" });
       if (!authorized(req.headers, req.url)) {
@@ -229,6 +267,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   await app.listen({ host: opts.host, port: opts.port });
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : opts.port;
+  listeningPort = port;
   const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host;
   return {
     url: `ws://${host}:${port}`,
