@@ -25,6 +25,18 @@ serve options (environment fallback in brackets):
   --model-provider P       anthropic | openai | openai-chat, default openai  [APP_SERVER_MODEL_PROVIDER]
   --model M                default model for new threads                    [APP_SERVER_MODEL]
   --max-frame-bytes N      largest accepted message, default 16 MiB          [APP_SERVER_MAX_FRAME_BYTES]
+  --auth-token-file FILE   clients must send this token (Authorization: Bearer) [APP_SERVER_AUTH_TOKEN_FILE]
+                           (or the token itself in APP_SERVER_AUTH_TOKEN)
+  --insecure-no-auth       allow a non-loopback --listen without a token      [APP_SERVER_INSECURE_NO_AUTH=1]
+  --allowed-origin ORIGIN  a browser origin allowed besides the server's own (repeatable)
+                                                                             [APP_SERVER_ALLOWED_ORIGINS]
+  --max-connections N      open WebSocket connections, default 1000          [APP_SERVER_MAX_CONNECTIONS]
+  --max-concurrent-turns N turns running at once, default 256               [APP_SERVER_MAX_CONCURRENT_TURNS]
+  --bwrap PATH             bubblewrap binary of the command sandbox, default bwrap on PATH
+                                                                             [APP_SERVER_BWRAP]
+  --command-env NAME       pass this environment variable (or PREFIX*) to commands, besides
+                           PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR … (repeatable)
+                                                                             [APP_SERVER_COMMAND_ENV]
 
 Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr.

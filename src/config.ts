@@ -26,6 +26,12 @@ export interface ServerConfig {
   insecureNoAuth?: boolean;
   /** Origins allowed for browser connections besides the server's own (exact match). */
   allowedOrigins?: string[];
+  /** The file the auth token came from (hidden from sandboxed commands). */
+  authTokenFile?: string | null;
+  /** The bubblewrap binary for the command sandbox (default: `bwrap` on PATH). */
+  bwrapPath?: string;
+  /** Environment variable names (or `PREFIX*`) passed to commands besides the defaults. */
+  commandEnv?: string[];
   limits?: Partial<ServerLimits>;
 }
 
@@ -90,6 +96,8 @@ export const SERVE_OPTIONS = {
   "allowed-origin": { type: "string", multiple: true },
   "max-connections": { type: "string" },
   "max-concurrent-turns": { type: "string" },
+  bwrap: { type: "string" },
+  "command-env": { type: "string", multiple: true },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -144,8 +152,18 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
       }).filter(([, v]) => v !== undefined),
     ),
   };
+  const bwrap = values.bwrap ?? env.APP_SERVER_BWRAP;
+  if (bwrap) config.bwrapPath = bwrap;
+  const commandEnv = values["command-env"] ?? (env.APP_SERVER_COMMAND_ENV ? env.APP_SERVER_COMMAND_ENV.split(",") : []);
+  config.commandEnv = commandEnv.map((n) => n.trim()).filter(Boolean);
+  for (const name of config.commandEnv) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(name)) throw new ConfigError(`invalid command environment name: ${name} (expected NAME or PREFIX*)`);
+  }
   const tokenFile = values["auth-token-file"] ?? env.APP_SERVER_AUTH_TOKEN_FILE;
-  if (tokenFile) config.authToken = readToken(tokenFile);
+  if (tokenFile) {
+    config.authToken = readToken(tokenFile);
+    config.authTokenFile = path.resolve(tokenFile);
+  }
   else if (env.APP_SERVER_AUTH_TOKEN) {
     if (env.APP_SERVER_AUTH_TOKEN.trim().length < 16) throw new ConfigError("APP_SERVER_AUTH_TOKEN is too short (use at least 16 characters)");
     config.authToken = env.APP_SERVER_AUTH_TOKEN.trim();

@@ -28,6 +28,8 @@ import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
 import { startWebSocketTransport } from "./transport/websocket.js";
 import { VERSION } from "./version.js";
+import { policyOfMode } from "./sandbox/policy.js";
+import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
@@ -41,6 +43,8 @@ export interface StartOptions extends ServerConfig {
   onStdioEnd?: () => void;
   /** Per-provider SDK options (default: the SDKs' own environment variables). */
   providers?: Partial<Record<ProviderId, ProviderOptions>>;
+  /** Variables set for every command after the allow list (tests: an empty HOME, so the machine's ~/.bashrc stays out). */
+  commandEnvironment?: Record<string, string>;
   /** Agent-loop limits (defaults: 100 model calls per turn, DEFAULT_RETRY). */
   turns?: Partial<TurnSettings>;
 }
@@ -104,6 +108,18 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   let app: AppContext | undefined;
 
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  // Every command the model or a client runs goes through this runner (the OS sandbox seam).
+  // What it hides from sandboxed commands: this server's home (database files, tokens) and the token file.
+  const commands = new CommandRunner({
+    bwrapPath: opts.bwrapPath,
+    envAllow: opts.commandEnv ?? [],
+    set: opts.commandEnvironment,
+    hiddenPaths: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : [])],
+  });
+  const sandboxStatus = commands.status().then((status) => {
+    if (status.available) log.info({ bwrap: status.bwrap, version: status.version }, "command sandbox ready");
+    else log.warn({ reason: status.reason, help: SANDBOX_HELP }, "command sandbox unavailable: commands under read-only and workspace-write are refused (danger-full-access still runs)");
+  });
   let connectionCount = 0;
   const metrics = new Metrics();
   const accept = (send: (text: string, message?: Record<string, unknown>) => void, closeSocket?: (code: number, reason: string) => void) => {
@@ -117,7 +133,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
     registerTurnHandlers(conn, app!);
-    registerCommandExecHandler(conn, app!, { cwd: defaultCwd, sandbox: "workspace-write" });
+    registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -211,6 +227,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     log.child({ component: "turns" }),
     historyLog,
     metrics,
+    commands,
   );
   const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
@@ -242,6 +259,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       onEnd: () => opts.onStdioEnd?.(),
     });
   }
+  await sandboxStatus;
   ready = true;
   const url = ws?.url ?? "stdio://";
   log.info({ url }, "listening");

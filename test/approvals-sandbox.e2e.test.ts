@@ -14,18 +14,19 @@ import { TestClient } from "./support/client.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { itemsCompleted, itemsStarted, serverRequests } from "./support/wire.js";
 import { addFilePatch, COMMAND_APPROVAL, FILE_APPROVAL, toolResultTexts, updateFilePatch } from "./support/approvals.js";
-import { makeDirs, runningPids, type Dirs } from "./tools/helpers.js";
+import { makeDirs, processesRunning, runningPids, waitGone, type Dirs } from "./tools/helpers.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const provider = "openai" as const;
 
 /**
- * Starts a background sleep, a subshell with a child of its own, and records every pid (plus the
- * shell's own) in `pids` before printing `started`; then blocks.
+ * Starts a background sleep, a subshell with a child of its own, a `setsid -f` escapee and a
+ * foreground sleep, each with a command line of its own, then prints `started` and blocks. The
+ * command runs in its own PID namespace, so the test finds these processes by command line.
  */
-const TREE_COMMAND =
-  "sleep 1000 & echo $! >> pids; (sleep 1000 & echo $! >> pids; wait) & echo $! >> pids; echo $$ >> pids; " +
-  "while [ $(wc -l < pids) -lt 4 ]; do sleep 0.05; done; echo started; sleep 1000";
+const TREE_COMMAND = "sleep 7301 & (sleep 7302 & wait) & setsid -f sleep 7303; echo started; sleep 7304";
+const TREE = ["sleep 7301", "sleep 7302", "sleep 7303", "sleep 7304"];
+const treeRunning = () => TREE.flatMap(processesRunning);
 
 describe("sandbox and process trees (approvalPolicy never)", () => {
   let h: TurnHarness;
@@ -49,11 +50,6 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
     const { turn } = await client.request("turn/start", { threadId, input: text(input) });
     return (await turnCompleted(client, turn.id, 20_000)).params.turn;
   };
-  const pidsIn = (file: string) =>
-    readFileSync(file, "utf8")
-      .split("\n")
-      .filter((l) => l.trim() !== "")
-      .map(Number);
   /** The results the model got, one per tool call, in call order (call i's result is in request i + 1). */
   const resultsOfCalls = (n: number) => Array.from({ length: n }, (_, i) => toolResultTexts(h.mock, provider, i + 1).at(-1)!);
   const noneAsked = () => {
@@ -71,10 +67,8 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       const [item] = itemsCompleted(client, "commandExecution");
       expect(item).toMatchObject({ status: "failed", exitCode: 124 });
       expect(item.aggregatedOutput).toContain("started");
-      const pids = pidsIn(path.join(dirs.ws, "pids"));
-      expect(pids).toHaveLength(4);
-      expect(pids).toContain(Number(item.processId));
-      expect(runningPids(pids)).toEqual([]);
+      expect(runningPids([Number(item.processId)])).toEqual([]);
+      expect(await waitGone(treeRunning)).toEqual([]);
       expect(resultsOfCalls(1)[0]).toMatch(/timed out after 2000 ms/);
       noneAsked();
     });
@@ -84,16 +78,14 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: TREE_COMMAND } }] }, { text: "never sent" });
       const { turn } = await client.request("turn/start", { threadId, input: text("run it") });
       await client.waitForNotification("item/commandExecution/outputDelta", (p) => p.delta.includes("started"), 20_000);
-      const pids = pidsIn(path.join(dirs.ws, "pids"));
-      expect(pids).toHaveLength(4);
-      expect(runningPids(pids)).toEqual(pids); // the tree really runs
+      expect(await waitGone(() => (treeRunning().length === TREE.length ? [] : [0]))).toEqual([]); // the tree really runs
 
       await client.request("turn/interrupt", { threadId, turnId: turn.id });
       const done = (await turnCompleted(client, turn.id, 20_000)).params.turn;
       expect(done).toMatchObject({ status: "interrupted", stopReason: "interrupted" });
       const [item] = itemsCompleted(client, "commandExecution");
       expect(item.status).toBe("failed");
-      expect(runningPids(pids)).toEqual([]);
+      expect(await waitGone(treeRunning)).toEqual([]);
       expect(h.mock.requests).toHaveLength(1);
     });
   });
@@ -170,7 +162,7 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       noneAsked();
     });
 
-    it("read-only: reading outside (absolute, .., symlink) and any write are refused", async () => {
+    it("read-only: reading outside (absolute, .., symlink) is refused, and any write fails", async () => {
       const threadId = await startThread("read-only");
       writeFileSync(path.join(dirs.ws, "inside.txt"), "inside\n");
       const calls = [
@@ -194,7 +186,8 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       }
       expect(results[3]).toBe("     1\tinside");
       expect(results[4]).toMatch(/^Refused to apply the patch: .*read-only/);
-      expect(results[5]).toMatch(/^Refused to run this command: the sandbox is read-only/);
+      // The command runs, inside the read-only OS sandbox, and fails there.
+      expect(results[5]).toMatch(/^Exit code: 1\n[^]*Read-only file system/);
       expect(readdirSync(dirs.ws).sort()).toEqual(["inside.txt", "link", "secret-link.txt"]);
       outsideUntouched();
       noneAsked();
@@ -219,6 +212,7 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       expect(asked).toHaveLength(2);
       expect(asked[0]).toMatchObject({ command: "touch granted.txt", cwd: dirs.outside, reason: expect.stringMatching(/working directory/) });
       expect(asked[1]).toMatchObject({ reason: expect.stringMatching(/escapes the workspace/) });
+      // The accepted workdir was writable for that command only: the sandbox still confined the rest.
       expect(itemsCompleted(client, "commandExecution").map((i) => i.status)).toEqual(["completed", "completed"]);
       expect(itemsCompleted(client, "fileChange").map((i) => i.status)).toEqual(["completed", "completed"]);
     });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 /** Flag/env resolution of `serve` (src/config.ts), in-process: precedence, defaults, refusals. */
 import os from "node:os";
 import path from "node:path";
@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, isLoopback, parseListen, resolveServeConfig } from "../src/config.js";
 
 /** The hardening settings when none are given. */
-const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {} };
+const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {}, commandEnv: [] };
 
 describe("resolveServeConfig", () => {
   it("uses the documented defaults with no flags and no environment", () => {
@@ -20,6 +20,24 @@ describe("resolveServeConfig", () => {
       ...NO_HARDENING,
     });
     expect(DEFAULT_LISTEN).toBe("ws://127.0.0.1:4500");
+  });
+
+  it("takes the sandbox binary and the command environment allow list from flags or the environment", () => {
+    expect(resolveServeConfig(["--bwrap", "/opt/bwrap", "--command-env", "GITHUB_TOKEN", "--command-env", "NPM_*"], {})).toMatchObject({
+      bwrapPath: "/opt/bwrap",
+      commandEnv: ["GITHUB_TOKEN", "NPM_*"],
+    });
+    expect(resolveServeConfig([], { APP_SERVER_BWRAP: "/env/bwrap", APP_SERVER_COMMAND_ENV: "A, B_*" })).toMatchObject({ bwrapPath: "/env/bwrap", commandEnv: ["A", "B_*"] });
+    expect(() => resolveServeConfig(["--command-env", "BAD NAME"], {})).toThrow(/invalid command environment name: BAD NAME/);
+    expect(() => resolveServeConfig(["--command-env", "*"], {})).toThrow(ConfigError);
+  });
+
+  it("remembers the token file (hidden from sandboxed commands)", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-token-"));
+    const file = path.join(dir, "token");
+    writeFileSync(file, "0123456789abcdef0123\n");
+    expect(resolveServeConfig(["--auth-token-file", file], {})).toMatchObject({ authToken: "0123456789abcdef0123", authTokenFile: file });
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("falls back to the environment, and flags win over it", () => {
@@ -129,6 +147,7 @@ describe("authentication, origins and limits", () => {
     expect(() => resolveServeConfig(["--auth-token-file", file], {})).toThrow(/too short/);
     expect(() => resolveServeConfig(["--auth-token-file", path.join(dir, "missing")], {})).toThrow(/cannot read auth token file/);
     expect(() => resolveServeConfig([], { APP_SERVER_AUTH_TOKEN: "short" })).toThrow(/too short/);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("listens beyond loopback only with a token or an explicit --insecure-no-auth", () => {

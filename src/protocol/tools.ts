@@ -1,6 +1,6 @@
 /** Tool-related notifications, server requests and command/exec (Codex v2 shapes). */
 import { z } from "zod";
-import { JsonValue } from "./common.js";
+import { JsonValue, SandboxPolicy } from "./common.js";
 import { CommandAction, DynamicToolCallOutputContentItem } from "./items.js";
 import { RequestId } from "./jsonrpc.js";
 
@@ -77,6 +77,8 @@ export const CommandExecParams = z
     env: z.record(z.string(), z.string().nullable()).nullable().optional(),
     timeoutMs: z.number().int().positive().nullable().optional(),
     outputBytesCap: z.number().int().positive().nullable().optional(),
+    /** The sandbox for this command; the server's default policy when absent. */
+    sandboxPolicy: SandboxPolicy.nullable().optional(),
   })
   .meta({ id: "CommandExecParams" });
 export type CommandExecParams = z.infer<typeof CommandExecParams>;

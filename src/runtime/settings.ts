@@ -33,6 +33,8 @@ export function applyOverrides(r: ThreadRecord, o: SettingsOverrides): ThreadRec
     cwd: o.cwd ?? r.cwd,
     approvalPolicy: o.approvalPolicy ?? r.approvalPolicy,
     sandbox: o.sandboxPolicy ? sandboxModeOf(o.sandboxPolicy) : (o.sandbox ?? r.sandbox),
+    // A bare mode that changes the mode replaces the policy with that mode's defaults.
+    sandboxPolicy: o.sandboxPolicy ?? (o.sandbox && o.sandbox !== r.sandbox ? null : r.sandboxPolicy),
   };
 }
 

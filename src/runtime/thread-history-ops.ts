@@ -37,7 +37,7 @@ export class ThreadHistoryOps {
     const thread = await this.runtime.load(p.threadId);
     const before = thread.record;
     const after = applyOverrides(before, p);
-    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox"] as const).some(
+    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox", "sandboxPolicy"] as const).some(
       (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
     );
     const message = settingsMessage(before, after, this.settings.shell, p);
@@ -68,6 +68,7 @@ export class ThreadHistoryOps {
           cwd: after.cwd,
           approvalPolicy: after.approvalPolicy,
           sandbox: after.sandbox,
+          sandboxPolicy: after.sandboxPolicy,
           updatedAtMs: now,
         });
         if (writeHistory) await writeHistory(tx);

@@ -38,8 +38,9 @@ export function threadView(r: ThreadRecord, status: ThreadStatus, turns: Turn[] 
   };
 }
 
-/** Codex reports the sandbox as a policy object; we store the mode. */
-export function sandboxPolicy(r: Pick<ThreadRecord, "sandbox" | "cwd">): SandboxPolicy {
+/** Codex reports the sandbox as a policy object: the stored one, or the mode's defaults. */
+export function sandboxPolicy(r: Pick<ThreadRecord, "sandbox" | "cwd" | "sandboxPolicy">): SandboxPolicy {
+  if (r.sandboxPolicy) return r.sandboxPolicy;
   switch (r.sandbox) {
     case "danger-full-access":
       return { type: "dangerFullAccess" };

@@ -293,6 +293,7 @@ export class ThreadRuntime {
       cwd: p.cwd ?? this.defaults.cwd,
       approvalPolicy: p.approvalPolicy ?? this.defaults.approvalPolicy,
       sandbox: p.sandbox ?? this.defaults.sandbox,
+      sandboxPolicy: null,
       baseInstructions: p.baseInstructions ?? null,
       developerInstructions: p.developerInstructions ?? null,
       dynamicTools: p.dynamicTools ?? [],

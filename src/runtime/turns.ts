@@ -39,6 +39,8 @@ import { OverloadedError, TurnRequestError, turnError } from "./turn-errors.js";
 export { OverloadedError, TurnRequestError } from "./turn-errors.js";
 import { statusFor, turnView } from "./turn-view.js";
 import { previewOf, toUserMessage } from "./user-input.js";
+import { policyOfMode } from "../sandbox/policy.js";
+import { CommandRunner } from "../sandbox/runner.js";
 
 export { turnView } from "./turn-view.js";
 
@@ -86,24 +88,36 @@ export class TurnRunner {
     private readonly log: RuntimeLogger,
     private readonly historyLog: HistoryLog,
     private readonly observer: TurnObserver = NO_OBSERVER,
+    /** Where tools start processes: the OS sandbox seam. */
+    private readonly commands: CommandRunner = new CommandRunner(),
   ) {}
 
   /** Turns running in this process (start, compact and restored ones). */
   private running = 0;
 
-  /** Refuses new work past the server-wide limit (answered -32001 by the handlers). */
-  private checkCapacity(): void {
+  /**
+   * Takes a turn slot, or refuses new work past the server-wide limit (answered -32001 by the
+   * handlers). Synchronous, and called before the caller's first await: a burst of turn/start
+   * cannot all pass the check before any of them counts. The release is idempotent; the caller
+   * releases on every path where the turn does not launch, launch() when the run ends.
+   */
+  private reserveSlot(enforceLimit = true): () => void {
     const limit = this.settings.maxConcurrentTurns;
-    if (limit !== undefined && this.running >= limit) throw new OverloadedError(`too many turns running (limit ${limit}); retry later`);
+    if (enforceLimit && limit !== undefined && this.running >= limit) throw new OverloadedError(`too many turns running (limit ${limit}); retry later`);
+    this.running++;
+    let held = true;
+    return () => {
+      if (held) {
+        held = false;
+        this.running--;
+      }
+    };
   }
 
-  /** Bookkeeping around a turn's background run. */
-  private launch(thread: LoadedThread, turn: ActiveTurn, run: () => Promise<void>): void {
-    this.running++;
+  /** Bookkeeping around a turn's background run (its slot is released when the run ends). */
+  private launch(thread: LoadedThread, turn: ActiveTurn, run: () => Promise<void>, release: () => void): void {
     this.observer.turnStarted();
-    turn.finished = run().finally(() => {
-      this.running--;
-    });
+    turn.finished = run().finally(release);
   }
 
   private get threads() {
@@ -131,7 +145,7 @@ export class TurnRunner {
       return { turn: view };
     }
     if (running) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${running.id})`);
-    this.checkCapacity();
+    const release = this.reserveSlot(); // before any await (bursts); released below if the turn does not launch
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, p.clientUserMessageId ?? null);
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
@@ -185,6 +199,7 @@ export class TurnRunner {
             cwd: updated.cwd,
             approvalPolicy: updated.approvalPolicy,
             sandbox: updated.sandbox,
+            sandboxPolicy: updated.sandboxPolicy,
             preview,
             systemError: false,
             updatedAtMs: now,
@@ -198,10 +213,11 @@ export class TurnRunner {
       thread.record = updated;
       thread.status = active;
       thread.turnCount++;
-      this.launch(thread, turn, () => this.run(thread, turn));
+      this.launch(thread, turn, () => this.run(thread, turn), release);
       turn.recordedAs(view);
       return { turn: view };
     } catch (err) {
+      release();
       thread.activeTurn = null;
       thread.history = null; // staged entries may not have been stored: reload on next use
       turn.notRecorded(err);
@@ -347,14 +363,14 @@ export class TurnRunner {
     const started = await this.turns.startedCallIds(record.id);
     started.delete(r.callId);
     await this.runtime.setStatus(thread, { type: "active", activeFlags: [] });
-    this.launch(thread, turn, () => this.run(thread, turn, "agent", { calls, notRerun: started }));
+    this.launch(thread, turn, () => this.run(thread, turn, "agent", { calls, notRerun: started }), this.reserveSlot(false));
   }
 
   /** thread/compact/start: a turn of its own whose only item is the contextCompaction. */
   async compactThread(threadId: string, requester: Subscriber): Promise<void> {
     const thread = await this.runtime.load(threadId);
     if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
-    this.checkCapacity();
+    const release = this.reserveSlot(); // before any await (bursts)
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, null);
     thread.activeTurn = turn;
@@ -375,8 +391,9 @@ export class TurnRunner {
       );
       thread.status = active;
       thread.turnCount++;
-      this.launch(thread, turn, () => this.run(thread, turn, "compact"));
+      this.launch(thread, turn, () => this.run(thread, turn, "compact"), release);
     } catch (err) {
+      release();
       thread.activeTurn = null;
       throw err;
     }
@@ -400,6 +417,8 @@ export class TurnRunner {
       ...base,
       cwd: thread.record.cwd,
       sandbox: thread.record.sandbox,
+      sandboxPolicy: thread.record.sandboxPolicy ?? policyOfMode(thread.record.sandbox),
+      commands: this.commands,
       approvalPolicy: thread.record.approvalPolicy,
       sessionApprovals: thread.sessionApprovals,
       newItemId: () => {

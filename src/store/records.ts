@@ -1,5 +1,5 @@
 /** Row shapes of the store, as postgres.js returns them (columns camelCased). */
-import type { AskForApproval, SandboxMode } from "../protocol/common.js";
+import type { AskForApproval, SandboxMode, SandboxPolicy } from "../protocol/common.js";
 import type { DynamicToolSpec, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnError } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
@@ -22,6 +22,8 @@ export interface ThreadRecord {
   cwd: string;
   approvalPolicy: AskForApproval;
   sandbox: SandboxMode;
+  /** The full policy a turn/start gave; null = the defaults of `sandbox`. */
+  sandboxPolicy: SandboxPolicy | null;
   baseInstructions: string | null;
   developerInstructions: string | null;
   dynamicTools: DynamicToolSpec[];

@@ -47,6 +47,7 @@ type ThreadPatch = Partial<
     | "cwd"
     | "approvalPolicy"
     | "sandbox"
+    | "sandboxPolicy"
     | "systemError"
     | "tokenUsage"
     | "updatedAtMs"
@@ -68,12 +69,12 @@ export class ThreadStore {
     await q`
       insert into threads (
         id, session_id, forked_from_id, fork_parent_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
-        model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, base_instructions,
+        model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, sandbox_policy, base_instructions,
         developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms
       ) values (
         ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkParentId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
         ${t.preview ?? ""}, ${t.ephemeral}, ${t.modelProvider}, ${t.model}, ${t.reasoningEffort}, ${t.cwd},
-        ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.baseInstructions}, ${t.developerInstructions},
+        ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.sandboxPolicy === null ? null : json(q, t.sandboxPolicy)}, ${t.baseInstructions}, ${t.developerInstructions},
         ${json(q, t.dynamicTools)}, ${t.config === null ? null : json(q, t.config)}, ${t.cliVersion}, ${t.source},
         ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}
       )`;
@@ -96,13 +97,14 @@ export class ThreadStore {
       cwd: "cwd",
       approvalPolicy: "approval_policy",
       sandbox: "sandbox",
+      sandboxPolicy: "sandbox_policy",
       systemError: "system_error",
       tokenUsage: "token_usage",
       updatedAtMs: "updated_at_ms",
     };
     for (const [k, v] of Object.entries(patch) as [keyof ThreadPatch, unknown][]) {
       if (v === undefined) continue;
-      cols[map[k]] = (k === "approvalPolicy" || k === "tokenUsage") && v !== null ? json(q, v) : v;
+      cols[map[k]] = (k === "approvalPolicy" || k === "tokenUsage" || k === "sandboxPolicy") && v !== null ? json(q, v) : v;
     }
     if (Object.keys(cols).length === 0) return true;
     const rows = await q`update threads set ${q(cols as Record<string, never>)} where id = ${id} returning id`;

@@ -35,7 +35,7 @@ const DESCRIPTION = `Edits files with a patch. Format:
 Paths are relative to the workspace root. Give about 3 lines of context around each change. Every chunk must match the file, or nothing is changed.`;
 
 export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks: CommitHooks = {}): LoopTool {
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
 
   return defineTool({
     name: "apply_patch",

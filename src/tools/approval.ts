@@ -1,18 +1,17 @@
 /**
  * Who decides whether an action runs: the approval policy and the sandbox (DESIGN.md §10).
  *
- *   untrusted   ask before every command not on the read-only allow list and before every patch
- *   on-request  ask only for what the sandbox does not allow
- *   on-failure  accepted; behaves as on-request (we have no OS sandbox whose failures could trigger a retry)
- *   never       never ask; what the sandbox does not allow is refused and reported to the model
- *   {granular}  on-request when `sandbox_approval` is set, otherwise never
+ * Every command runs inside the OS sandbox (src/sandbox) unless the thread is danger-full-access:
+ * the sandbox, not this file, decides what a running command can touch. The policy decides what
+ * is asked first, and when a command that failed inside the sandbox may run again outside it:
  *
- * What the sandbox allows without asking:
- *   read-only           commands on the read-only allow list (run in a readable directory); no writes
- *   workspace-write     any command whose working directory is inside the writable roots; writes there.
- *                       LIMITATION: there is no OS-level sandbox, so a command that was allowed can
- *                       still write anywhere the server's user can. Only the working directory is checked.
- *   danger-full-access  everything
+ *   untrusted   ask before every command not on the read-only allow list and before every patch;
+ *               after a sandbox denial, ask before running the command again without the sandbox
+ *   on-request  ask only for what the checks below object to (a workdir outside the workspace, a
+ *               patch outside the writable roots); a sandbox denial is reported to the model
+ *   on-failure  as on-request, and after a sandbox denial ask before running it again unconfined
+ *   never       never ask; what the checks object to is refused and reported to the model
+ *   {granular}  on-request when `sandbox_approval` is set, otherwise never
  *
  * A key in the thread's session approvals (`command:<exact text>`, `file:<real path>`) counts
  * as an answer the user already gave: the action runs without asking again.
@@ -32,6 +31,21 @@ export function policyMode(policy: AskForApproval): PolicyMode {
 }
 
 export const commandApprovalKey = (command: string) => `command:${command}`;
+/** acceptForSession on "run it again without the sandbox": that command skips the sandbox from then on. */
+export const unsandboxedApprovalKey = (command: string) => `command-unsandboxed:${command}`;
+
+/** Whether a command that failed inside the sandbox may be offered a run outside it (Codex: untrusted, on-failure). */
+export function retriesOutsideSandbox(policy: AskForApproval): boolean {
+  return policy === "untrusted" || policy === "on-failure";
+}
+
+/** What a command prints when the sandbox stopped it (Codex keys its retry prompt on the same kind of text). */
+const DENIAL_HINTS = /read-only file system|operation not permitted|permission denied|network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|connection refused/i;
+
+/** A failed run whose output looks like the sandbox stopped it (not a timeout or an interrupt). */
+export function looksLikeSandboxDenial(run: { exitCode: number | null; timedOut: boolean; aborted: boolean; combined: { text: string } }): boolean {
+  return run.exitCode !== 0 && !run.timedOut && !run.aborted && DENIAL_HINTS.test(run.combined.text);
+}
 export const fileApprovalKey = (realPath: string) => `file:${realPath}`;
 
 export interface CommandFacts {

@@ -3,7 +3,8 @@
  * report the turn's diff and plan, and ask the thread's clients something (a dynamic tool call,
  * an approval). The turn runner implements it; tools never see JSON-RPC or SQL.
  */
-import type { AskForApproval, SandboxMode } from "../protocol/common.js";
+import type { AskForApproval, SandboxMode, SandboxPolicy } from "../protocol/common.js";
+import type { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ApprovalDecision, CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams } from "../protocol/tools.js";
 import type { ClientReply } from "../runtime/server-requests.js";
@@ -21,6 +22,10 @@ export interface ToolContext {
   /** The thread's working directory (absolute). */
   readonly cwd: string;
   readonly sandbox: SandboxMode;
+  /** The thread's full sandbox policy (writable roots, network, /tmp exclusions). */
+  readonly sandboxPolicy: SandboxPolicy;
+  /** Runs commands inside the OS sandbox (the only way tools start processes). */
+  readonly commands: CommandRunner;
   readonly approvalPolicy: AskForApproval;
   /**
    * Keys approved with `acceptForSession` in this thread (e.g. `command:<text>`, `file:<path>`):

@@ -90,7 +90,7 @@ async function isBinary(file: string): Promise<boolean> {
 
 export function grepTool(ctx: ToolContext, options: Partial<GrepOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_GREP_OPTIONS, ...options };
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
   return defineTool({
     name: "grep",
     description: `Searches file contents with a JavaScript regular expression and returns matching lines as "file:line: text". Searches the workspace root or the given path, skipping .git, node_modules and binary files; at most ${opts.maxMatches} matches are returned.`,

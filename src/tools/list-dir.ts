@@ -13,7 +13,7 @@ export const ListDirArgs = z.object({
 });
 
 export function listDirTool(ctx: ToolContext, maxEntries = DEFAULT_LIST_DIR_MAX_ENTRIES): LoopTool {
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
   return defineTool({
     name: "list_dir",
     description: `Lists the entries of a directory, sorted by name: directories end with "/", symbolic links with "@". At most ${maxEntries} entries are shown.`,

@@ -1,5 +1,6 @@
 /**
- * Running a child process for the shell tool and command/exec: its own process group (so the
+ * Running a child process (for the command runner, src/sandbox/runner.ts, which wraps it in the OS
+ * sandbox): its own process group (so the
  * whole tree can be killed), bounded capture (head + tail per stream), safe decoding, a timeout
  * and an abort signal. When the command ends — normally, by timeout or by abort — whatever is
  * left of its process group is terminated (SIGTERM, then SIGKILL after a grace period), so no
@@ -9,6 +10,7 @@ import { spawn, type ChildProcessByStdio } from "node:child_process";
 import type { Readable } from "node:stream";
 import { promises as fs } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
+import { commandEnvironment } from "../sandbox/environment.js";
 
 export const DEFAULT_OUTPUT_CAP_BYTES = 1024 * 1024;
 export const DEFAULT_KILL_GRACE_MS = 2_000;
@@ -53,6 +55,12 @@ export interface RunResult {
   /** stdout and stderr interleaved in arrival order. */
   combined: CapturedOutput;
   durationMs: number;
+}
+
+/** The result of a process that could not be started. */
+export function notStarted(spawnError: { code: string; message: string }): RunResult {
+  const none: CapturedOutput = { text: "", totalBytes: 0, omittedBytes: 0 };
+  return { pid: null, exitCode: null, signal: null, timedOut: false, aborted: false, spawnError, stdout: none, stderr: none, combined: none, durationMs: 0 };
 }
 
 /** Decodes bytes as UTF-8 the forgiving way: invalid sequences become U+FFFD, NULs are dropped. */
@@ -214,7 +222,7 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
   return new Promise<RunResult>((resolve) => {
     let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
-      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? toolEnvironment(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? commandEnvironment(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       resolve({ ...empty(), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
@@ -315,14 +323,4 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
       setTimeout(() => void finish(), DRAIN_MS).unref?.();
     });
   });
-}
-
-/** Server secrets that must never reach a command the model runs (it could print them with `env`). */
-const SECRET_ENV = /^(APP_SERVER_AUTH_TOKEN(_FILE)?|DATABASE_URL|TEST_DATABASE_URL|PG(PASSWORD|PASSFILE)|.*_API_KEY|.*_AUTH_TOKEN|.*_SECRET(_KEY)?|ANTHROPIC_.*|OPENAI_.*)$/i;
-
-/** The server's environment minus its secrets: what tool processes inherit. */
-export function toolEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(env)) if (!SECRET_ENV.test(k)) out[k] = v;
-  return out;
 }

@@ -47,7 +47,7 @@ export async function looksBinary(file: string): Promise<boolean> {
 
 export function readFileTool(ctx: ToolContext, options: Partial<ReadFileOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_READ_FILE_OPTIONS, ...options };
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
   return defineTool({
     name: "read_file",
     description: `Reads a text file and returns its lines numbered from 1 ("<number>\\t<text>"). Use offset and limit to page through long files (default: ${opts.defaultLimit} lines from line 1). Very long lines are cut.`,

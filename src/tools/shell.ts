@@ -1,17 +1,19 @@
 /**
- * The `shell` tool: `bash -lc <command>` in its own process group, as a `commandExecution` item
- * with live output deltas, bounded output, a timeout, and approvals per policy and sandbox
- * (see approval.ts for the rules and the no-OS-sandbox limitation).
+ * The `shell` tool: `bash -lc <command>` through the command runner (inside the OS sandbox unless
+ * the thread is danger-full-access), as a `commandExecution` item with live output deltas, bounded
+ * output, a timeout, and approvals per policy (see approval.ts for the rules).
  */
 import { promises as fs } from "node:fs";
 import { z } from "zod";
 import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { CommandExecutionItem } from "../protocol/items.js";
-import { commandApprovalKey, decideCommand } from "./approval.js";
+import { commandApprovalKey, decideCommand, looksLikeSandboxDenial, retriesOutsideSandbox, unsandboxedApprovalKey } from "./approval.js";
 import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, runProcess, toolEnvironment, truncateMiddle, type RunResult } from "./process.js";
+import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
+import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
+import { SANDBOX_HELP } from "../sandbox/runner.js";
 import { checkPath, realpathLoose } from "./workspace.js";
 
 export interface ShellOptions {
@@ -69,7 +71,7 @@ function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampe
 
 export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox };
+  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
 
   return defineTool({
     name: "shell",
@@ -94,17 +96,13 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
       if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
       if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
 
-      // Whether it may run.
+      // Whether it may run without asking. What the command may touch is the OS sandbox's job
+      // (every command runs confined unless the thread is danger-full-access); the approval policy
+      // only decides what to ask first.
       const readOnly = isReadOnlyCommand(args.command);
-      let objection = workdirObjection;
-      if (objection === null && ctx.sandbox === "read-only" && !readOnly) {
-        objection = "the sandbox is read-only and this command is not on the read-only allow list";
-      }
-      if (objection === null && ctx.sandbox === "workspace-write") {
-        const writable = await checkPath(scope, cwdReal, "write");
-        if (!writable.ok) objection = `the working directory is outside the writable roots: ${writable.reason}`;
-      }
+      const objection = workdirObjection;
       const key = commandApprovalKey(args.command);
+      let workdirGranted = ctx.sessionApprovals.has(key) && objection !== null;
       let decision = decideCommand({ policy: ctx.approvalPolicy, sessionApproved: ctx.sessionApprovals.has(key), readOnly, sandboxObjection: objection });
 
       let timeoutMs = opts.defaultTimeoutMs;
@@ -156,6 +154,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
           signal,
         );
         if (answer === "acceptForSession") ctx.sessionApprovals.add(key);
+        workdirGranted = objection !== null;
         if (answer === "decline" || answer === "cancel") {
           await complete({ status: "declined" });
           const outcome = textOutcome(
@@ -176,26 +175,61 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
         );
       }
 
-      // Run it.
+      // Run it: confined, and after a sandbox denial outside the sandbox if the policy asks for that.
+      let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd);
+      // An accepted workdir outside the writable roots is granted for this command: writable there.
+      if (workdirGranted && confinement?.mode === "workspace-write" && !confinement.writableRoots.includes(cwdReal))
+        confinement = { ...confinement, writableRoots: [...confinement.writableRoots, cwdReal] };
       let streamed = 0;
-      const run = await runProcess({
-        file: "bash",
-        args: ["-lc", args.command],
-        cwd: cwdReal,
-        env: { ...toolEnvironment(), PAGER: "cat", GIT_PAGER: "cat" },
-        timeoutMs,
-        outputCapBytes: opts.outputCapBytes,
-        killGraceMs: opts.killGraceMs,
-        signal,
-        onSpawn: (pid) => {
-          item.processId = String(pid);
-        },
-        onOutput: (_stream, text) => {
-          if (streamed >= opts.outputCapBytes) return;
-          streamed += Buffer.byteLength(text);
-          ctx.outputDelta(item.id, text);
-        },
-      });
+      const attempt = (sandbox: ResolvedSandbox) =>
+        ctx.commands.run({
+          argv: ["bash", "-lc", args.command],
+          sandbox,
+          cwd: cwdReal,
+          env: { PAGER: "cat", GIT_PAGER: "cat" },
+          timeoutMs,
+          outputCapBytes: opts.outputCapBytes,
+          killGraceMs: opts.killGraceMs,
+          signal,
+          onSpawn: (pid) => {
+            item.processId = String(pid);
+          },
+          onOutput: (_stream, text) => {
+            if (streamed >= opts.outputCapBytes) return;
+            streamed += Buffer.byteLength(text);
+            ctx.outputDelta(item.id, text);
+          },
+        });
+      let result = await attempt(confinement);
+      if (!result.ran) {
+        await complete({ status: "failed", aggregatedOutput: `Not run: ${result.reason}.`, durationMs: Date.now() - startedAtMs });
+        return textOutcome(`Could not run the command: ${result.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true);
+      }
+      if (result.sandboxed && !signal.aborted && retriesOutsideSandbox(ctx.approvalPolicy) && looksLikeSandboxDenial(result.run)) {
+        const answer = await ctx.requestApproval(
+          {
+            kind: "command",
+            params: {
+              kind: "command",
+              itemId: item.id,
+              startedAtMs,
+              environmentId: null,
+              reason: `the command failed inside the ${ctx.sandbox} sandbox (exit code ${result.run.exitCode}); accept to run it again without the sandbox`,
+              command: args.command,
+              cwd,
+              commandActions: item.commandActions,
+            },
+          },
+          signal,
+        );
+        if (answer === "acceptForSession") ctx.sessionApprovals.add(unsandboxedApprovalKey(args.command));
+        if (answer === "accept" || answer === "acceptForSession") {
+          ctx.outputDelta(item.id, "\n[running again without the sandbox]\n");
+          result = await attempt(null);
+          if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
+        }
+      }
+      const run = result.run;
 
       if (run.spawnError) {
         await complete({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs });

@@ -6,15 +6,16 @@
  * becomes a tool result that says why.
  *
  * Roots (DESIGN.md §10):
- *   read:  the thread cwd (plus the temp dir under `workspace-write`, since it is writable there);
+ *   read:  the thread cwd (plus the writable roots under `workspace-write`);
  *          anything under `danger-full-access`.
- *   write: `read-only` → nothing; `workspace-write` → the thread cwd and os.tmpdir();
- *          `danger-full-access` → anything.
+ *   write: `read-only` → nothing; `workspace-write` → the thread cwd, the policy's writableRoots,
+ *          /tmp and $TMPDIR unless excluded, with each root's `.git` kept read-only (the same
+ *          roots the OS sandbox binds writable: src/sandbox/policy.ts); `danger-full-access` → anything.
  */
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { SandboxMode } from "../protocol/common.js";
+import type { SandboxMode, SandboxPolicy } from "../protocol/common.js";
 
 export type Access = "read" | "write";
 
@@ -22,6 +23,8 @@ export interface WorkspaceScope {
   /** The thread's working directory (absolute). */
   readonly cwd: string;
   readonly sandbox: SandboxMode;
+  /** The full policy (writableRoots, /tmp exclusions); the mode's defaults when absent. */
+  readonly policy?: SandboxPolicy;
 }
 
 /** A path that resolved and lies inside the allowed roots. */
@@ -58,7 +61,11 @@ export function isWithin(child: string, parent: string): boolean {
 export function allowedRoots(scope: WorkspaceScope, access: Access): string[] | null {
   if (scope.sandbox === "danger-full-access") return null;
   if (scope.sandbox === "read-only") return access === "read" ? [path.resolve(scope.cwd)] : [];
-  return [path.resolve(scope.cwd), path.resolve(os.tmpdir())];
+  const p = scope.policy?.type === "workspaceWrite" ? scope.policy : null;
+  const roots = [path.resolve(scope.cwd), ...(p?.writableRoots ?? []).map((r) => path.resolve(scope.cwd, r))];
+  if (!p?.excludeSlashTmp) roots.push("/tmp");
+  if (!p?.excludeTmpdirEnvVar) roots.push(path.resolve(os.tmpdir()));
+  return [...new Set(roots)];
 }
 
 const MAX_LINK_DEPTH = 40;
@@ -142,6 +149,8 @@ export async function checkPath(scope: WorkspaceScope, input: string, access: Ac
       real,
     };
   }
+  const gitDir = access === "write" ? realRoots.map((r) => path.join(r, ".git")).find((g) => isWithin(real, g)) : undefined;
+  if (gitDir !== undefined) return { ok: false, reason: `${input} is inside ${gitDir}, which stays read-only in the ${scope.sandbox} sandbox`, outside: true, path: lexical, real };
   return { ok: true, path: lexical, real };
 }
 

@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { openDatabase } from "../../src/store/database.js";
 import { freshDatabase, TEST_DATABASE_URL } from "./db.js";
+import { quietHome } from "./server.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -116,7 +117,8 @@ export function parseJson(line: string): any {
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("APP_SERVER_") || k === "DATABASE_URL") delete env[k];
-  return { ...env, ...extra };
+  // An empty HOME: commands the child server runs (bash -lc) must not read this machine's ~/.bashrc.
+  return { ...env, HOME: quietHome(), ...extra };
 }
 
 export function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): CliProcess {

@@ -1,4 +1,7 @@
 /** Starts the real server in-process on ws://127.0.0.1:0 with a fresh database. */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import pino from "pino";
 import { startServer, type RunningServer, type StartOptions } from "../../src/server.js";
 import { DEFAULT_MAX_FRAME_BYTES } from "../../src/config.js";
@@ -11,6 +14,20 @@ export interface TestServer {
   httpUrl: string;
   home: string;
   close(): Promise<void>;
+}
+
+let quiet: string | undefined;
+/**
+ * An empty HOME for the commands the servers under test run (made once per test process), so that
+ * the machine's own ~/.bashrc (read by `bash -lc`) cannot add output to them.
+ */
+export function quietHome(): string {
+  if (quiet === undefined) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-cmd-home-"));
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    quiet = dir;
+  }
+  return quiet;
 }
 
 /** Silent by default; set TEST_LOG=debug to see server logs. */
@@ -51,6 +68,7 @@ export async function startServerOn(db: TestDatabase, overrides: Partial<StartOp
     maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
     log: testLogger(),
     cwd: db.home,
+    commandEnvironment: { HOME: quietHome() },
     ...overrides,
     database: { ...rest, ...(reopen ? {} : { loadDataDir }), ...overrides.database },
   });

@@ -1,18 +1,22 @@
 /** Shared fixtures for the built-in tool tests: temp workspaces and a recording ToolContext. */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, realpathSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, realpathSync, rmSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { ToolCallBlock } from "../../src/agent/messages.js";
 import type { LoopTool, ToolOutcome } from "../../src/agent/tools.js";
-import type { AskForApproval, SandboxMode } from "../../src/protocol/common.js";
+import type { AskForApproval, SandboxMode, SandboxPolicy } from "../../src/protocol/common.js";
+import { policyOfMode } from "../../src/sandbox/policy.js";
+import { CommandRunner } from "../../src/sandbox/runner.js";
 import type { ThreadItem } from "../../src/protocol/items.js";
 import type { ApprovalDecision } from "../../src/protocol/tools.js";
 import type { ApprovalRequest, PlanStepStatus, ToolContext } from "../../src/tools/context.js";
 
 /**
- * A sandbox of directories: `ws` is the workspace, `outside` is neither the workspace nor the temp
+ * A sandbox of directories: `ws` is the workspace, `outside` is neither the workspace nor a temp
  * dir, and TMPDIR points at `tmp` so that os.tmpdir() (a writable root) does not contain the others.
+ * They live under /var/tmp, not /tmp: /tmp is a writable root of workspace-write (Codex's semantics),
+ * so nothing under it would be "outside".
  */
 export interface Dirs {
   root: string;
@@ -22,8 +26,10 @@ export interface Dirs {
   cleanup(): void;
 }
 
+const TEST_ROOT = process.platform === "linux" ? "/var/tmp" : os.tmpdir();
+
 export function makeDirs(): Dirs {
-  const root = realpathSync(mkdtempSync(path.join(os.tmpdir(), "tools-test-")));
+  const root = realpathSync(mkdtempSync(path.join(TEST_ROOT, "tools-test-")));
   const ws = path.join(root, "ws");
   const outside = path.join(root, "outside");
   const tmp = path.join(root, "tmp");
@@ -51,6 +57,36 @@ export type ContextEvent =
   | { type: "plan"; explanation: string | null; plan: Array<{ step: string; status: PlanStepStatus }> }
   | { type: "approval"; request: ApprovalRequest };
 
+/**
+ * One runner for the tool tests (it probes bubblewrap once). HOME is an empty directory so that
+ * the machine's own ~/.bashrc (read by `bash -lc`) cannot add output to the commands under test.
+ */
+const quietHome = mkdtempSync(path.join(os.tmpdir(), "tools-home-"));
+process.once("exit", () => rmSync(quietHome, { recursive: true, force: true }));
+export const sharedRunner = new CommandRunner({ set: { HOME: quietHome } });
+
+/**
+ * Host pids of running (not zombie) processes whose command line is exactly `argv`. Sandboxed
+ * commands live in their own PID namespace, so the pids they print ($!, $$) mean nothing outside:
+ * tests find their processes by a unique command line instead.
+ */
+export function processesRunning(argv: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").filter(Boolean).join(" ");
+      if (cmd !== argv) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const state = stat.slice(stat.lastIndexOf(")") + 2)[0];
+      if (state !== "Z" && state !== "X") out.push(Number(name));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out;
+}
+
 /** A ToolContext that records every call; approvals are answered from a queue (default: accept). */
 export class RecordingContext implements ToolContext {
   readonly threadId = "thread-1";
@@ -62,11 +98,17 @@ export class RecordingContext implements ToolContext {
   defaultAnswer: ApprovalDecision = "accept";
   private nextId = 1;
 
+  readonly sandboxPolicy: SandboxPolicy;
+
   constructor(
     readonly cwd: string,
     readonly sandbox: SandboxMode = "workspace-write",
     readonly approvalPolicy: AskForApproval = "on-request",
-  ) {}
+    policy?: SandboxPolicy,
+    readonly commands: CommandRunner = sharedRunner,
+  ) {
+    this.sandboxPolicy = policy ?? policyOfMode(sandbox);
+  }
 
   newItemId(): string {
     return `item-${this.nextId++}`;
@@ -144,6 +186,17 @@ export function runningPids(pids: number[]): number[] {
       return false;
     }
   });
+}
+
+/** Waits (bounded) until `running()` finds nothing; returns what it still finds. */
+export async function waitGone(running: () => number[], ms = 5_000): Promise<number[]> {
+  const deadline = Date.now() + ms;
+  let alive = running();
+  while (alive.length && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    alive = running();
+  }
+  return alive;
 }
 
 /** Waits (bounded) until none of `pids` runs; returns those still running. */

@@ -1,16 +1,18 @@
 /**
- * command/exec: run an argv (no shell) outside any thread, buffered, in its own process group,
- * with the server's default sandbox deciding where it may run:
- *   read-only          cwd inside the server cwd, and only commands on the read-only allow list
- *   workspace-write    cwd inside the server cwd or the temp dir (no OS sandbox: see tools/approval.ts)
- *   danger-full-access anything
+ * command/exec: run an argv (no shell) outside any thread, buffered, through the command runner:
+ * inside the OS sandbox of the request's `sandboxPolicy`, or the server's default policy
+ * (workspace-write on the server cwd). The cwd must lie inside the policy's roots:
+ *   read-only          the server cwd
+ *   workspace-write    the writable roots (server cwd, writableRoots, /tmp, $TMPDIR)
+ *   danger-full-access anywhere (unconfined, as the server's user)
+ * When the sandbox cannot be set up, a confined command is refused (never run unconfined).
  * Processes still running when the connection closes are killed.
  */
 import { promises as fs } from "node:fs";
 import type { AppContext } from "../../app-context.js";
-import type { SandboxMode } from "../../protocol/common.js";
-import { isReadOnlyCommand } from "../../tools/command-parse.js";
-import { runProcess, toolEnvironment } from "../../tools/process.js";
+import type { SandboxPolicy } from "../../protocol/common.js";
+import { modeOfPolicy, resolveSandbox } from "../../sandbox/policy.js";
+import type { CommandRunner } from "../../sandbox/runner.js";
 import { checkPath } from "../../tools/workspace.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
@@ -18,49 +20,51 @@ import { invalidParams, invalidRequest } from "../errors.js";
 export const COMMAND_EXEC_DEFAULT_TIMEOUT_MS = 10_000;
 export const COMMAND_EXEC_DEFAULT_OUTPUT_CAP = 1024 * 1024;
 
-/** argv as one shell-quoted line (for the read-only check and logs). */
+/** argv as one shell-quoted line (for logs). */
 function shellQuote(argv: readonly string[]): string {
   return argv.map((a) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(" ");
 }
 
-export function registerCommandExecHandler(conn: Connection, app: AppContext, defaults: { cwd: string; sandbox: SandboxMode }): void {
+export interface CommandExecDefaults {
+  cwd: string;
+  policy: SandboxPolicy;
+  commands: CommandRunner;
+}
+
+export function registerCommandExecHandler(conn: Connection, app: AppContext, defaults: CommandExecDefaults): void {
   const running = new Set<AbortController>();
   conn.onClose(() => {
     for (const c of running) c.abort();
   });
 
   conn.handle("command/exec", async (p) => {
-    const scope = { cwd: defaults.cwd, sandbox: defaults.sandbox };
-    const check = await checkPath(scope, p.cwd ?? defaults.cwd, defaults.sandbox === "read-only" ? "read" : "write");
+    const policy = p.sandboxPolicy ?? defaults.policy;
+    const sandbox = modeOfPolicy(policy);
+    const scope = { cwd: defaults.cwd, sandbox, policy };
+    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "read-only" ? "read" : "write");
     if (!check.ok) {
-      if (check.outside) throw invalidRequest(`command/exec refused by the ${defaults.sandbox} sandbox: ${check.reason}`);
+      if (check.outside) throw invalidRequest(`command/exec refused by the ${sandbox} sandbox: ${check.reason}`);
       throw invalidParams(`Invalid cwd: ${check.reason}`);
     }
     const st = await fs.stat(check.real).catch(() => null);
     if (st === null || !st.isDirectory()) throw invalidParams(`Invalid cwd: ${check.path} is not an existing directory`);
-    if (defaults.sandbox === "read-only" && !isReadOnlyCommand(shellQuote(p.command))) {
-      throw invalidRequest("command/exec refused by the read-only sandbox: the command is not on the read-only allow list");
-    }
 
-    const env: NodeJS.ProcessEnv = toolEnvironment();
-    for (const [k, v] of Object.entries(p.env ?? {})) {
-      if (v === null || v === undefined) delete env[k];
-      else env[k] = v;
-    }
     const timeoutMs = p.timeoutMs ?? COMMAND_EXEC_DEFAULT_TIMEOUT_MS;
     const controller = new AbortController();
     running.add(controller);
     try {
-      const [file, ...args] = p.command;
-      const run = await runProcess({
-        file,
-        args,
+      const [file] = p.command;
+      const result = await defaults.commands.run({
+        argv: p.command,
+        sandbox: await resolveSandbox(policy, defaults.cwd),
         cwd: check.real,
-        env,
+        env: p.env ?? {},
         timeoutMs,
         outputCapBytes: p.outputBytesCap ?? COMMAND_EXEC_DEFAULT_OUTPUT_CAP,
         signal: controller.signal,
       });
+      if (!result.ran) throw invalidRequest(`command/exec refused: ${result.reason}`);
+      const run = result.run;
       if (run.spawnError) {
         // As a shell would report it: 127 not found, 126 not executable.
         const code = run.spawnError.code === "ENOENT" ? 127 : 126;
@@ -68,7 +72,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
       }
       let stderr = run.stderr.text;
       if (run.timedOut) stderr += `${stderr && !stderr.endsWith("\n") ? "\n" : ""}command timed out after ${timeoutMs} ms; its process group was killed\n`;
-      app.log.debug({ connectionId: conn.id, command: shellQuote(p.command), exitCode: run.exitCode, timedOut: run.timedOut }, "command/exec finished");
+      app.log.debug({ connectionId: conn.id, command: shellQuote(p.command), exitCode: run.exitCode, timedOut: run.timedOut, sandbox }, "command/exec finished");
       return {
         exitCode: run.timedOut ? 124 : (run.exitCode ?? 1),
         stdout: run.stdout.text,
