@@ -1,7 +1,8 @@
 # agent-app-server as a container image.
 #
 #   docker build -t agent-app-server .
-#   docker run --init -p 127.0.0.1:4500:4500 -e APP_SERVER_AUTH_TOKEN=... -v aas-data:/data agent-app-server
+#   docker run --init --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     -p 127.0.0.1:4500:4500 -e APP_SERVER_AUTH_TOKEN=... -v aas-data:/data agent-app-server
 #
 # Inside the container the server listens on all interfaces (ws://0.0.0.0:4500), so it refuses to
 # start without authentication: set APP_SERVER_AUTH_TOKEN (at least 16 characters) or mount a token
@@ -24,6 +25,14 @@ FROM node:20-slim AS runtime
 ENV NODE_ENV=production \
     APP_SERVER_HOME=/data
 WORKDIR /app
+# bubblewrap is the OS sandbox every read-only / workspace-write command runs in; git and bash are
+# what agent commands expect. Without a working sandbox such commands are refused, never run
+# unconfined: bwrap needs user namespaces, which Docker's default seccomp and AppArmor profiles
+# block, so run the container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`
+# (docker-compose.yml does), or give threads danger-full-access and let the container be the sandbox.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap git ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 # --omit=dev: no TypeScript, vitest or tsx in the image. --ignore-scripts: `prepare` runs the
 # build, which needs tsc (a dev dependency); dist/ comes from the build stage instead.
 COPY package.json package-lock.json ./

@@ -7,7 +7,7 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,threads,list,turns,durability,load
+ *   --only=ready,sandbox,threads,list,turns,durability,load
  *                               phases/groups to run (default all); turns, durability and load each
  *                               get a fresh throwaway database (PGlite: a fresh home)
  *   --load-pglite               also run the load group on PGlite (default: Postgres only)
@@ -37,6 +37,7 @@ import type { Backend, BenchContext, FactTable, LatencyRow, MemRow } from "./lib
 import { groupTurns, rssRows, statementRows, turnsTables } from "./groups/turns.js";
 import { durabilityTables, groupDurability } from "./groups/durability.js";
 import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
+import { groupSandbox } from "./groups/sandbox.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import { countThreads, explainList, explainRecovery, middleCursor, SEARCH_COMMON, SEARCH_NONE, seedThreads, seedTurns, type ExplainResult } from "./lib/seed.js";
 import { fmtMs, summarize } from "./lib/stats.js";
@@ -54,7 +55,7 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "threads", "list", "turns", "durability", "load"];
+const ALL_PHASES = ["ready", "sandbox", "threads", "list", "turns", "durability", "load"];
 const GROUPS = ["turns", "durability", "load"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
@@ -459,7 +460,17 @@ type Verdict = { target: string; measured: string; met: boolean | null };
 function verdicts(): Verdict[] {
   const find = (backend: string, prefix: string) => latency.find((r) => r.backend === backend && r.metric.startsWith(prefix));
   const out: Verdict[] = [];
-  if (!["ready", "threads", "list"].some((p) => PHASES.has(p))) return groupVerdicts();
+  const base = find("-", "command `true`: unconfined");
+  for (const mode of ["read-only", "workspace-write"]) {
+    const boxed = find("-", `command \`true\`: bwrap ${mode}`);
+    if (base && boxed)
+      out.push({
+        target: `sandbox overhead per command ≤ 15 ms (${mode}, p50)`,
+        measured: `p50 ${fmtMs(boxed.s.p50 - base.s.p50)} ms (${fmtMs(boxed.s.p50)} vs ${fmtMs(base.s.p50)} unconfined), p99 ${fmtMs(boxed.s.p99)} ms`,
+        met: boxed.s.p50 - base.s.p50 <= 15,
+      });
+  }
+  if (!["ready", "threads", "list"].some((p) => PHASES.has(p))) return [...out, ...groupVerdicts()];
   const ready = find("postgres", "ready: restart (migrated db)");
   out.push({
     target: "ready ≤ 150 ms on Postgres (p50, restart on a migrated db)",
@@ -632,6 +643,7 @@ async function main(): Promise<void> {
   if (!existsSync(path.join(APP, "dist", "main.js"))) throw new Error("dist/main.js missing: run npm run build");
 
   if (PHASES.has("ready")) await phaseFloor();
+  if (PHASES.has("sandbox")) await groupSandbox(APP, QUICK ? 20 : 200, { latency, memory, notes });
 
   let pgReachable: string | undefined;
   for (const name of BACKENDS) {
