@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * A pending approval survives a restart (graceful and SIGKILL-like): the next process restores
  * the turn as waiting, sends the same request (same itemId) to the client that resumes the

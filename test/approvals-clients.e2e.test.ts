@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * Approvals and the clients around them, over real WebSockets (one provider: the semantics do not
  * depend on it): two subscribed clients racing to answer, a client that disconnects while a request

@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * The sandbox over a real WebSocket, mostly with `approvalPolicy: "never"` (nothing is asked): timeouts
  * and interrupts kill the command's whole process tree, and every attempt to reach outside the

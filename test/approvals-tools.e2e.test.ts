@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * Built-in tool notifications and bad input over a real WebSocket (approvalPolicy "never",
  * sandbox workspace-write, so nothing is asked): turn/diff/updated aggregates the turn's patches,

@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * Approvals over a real WebSocket under `approvalPolicy: "untrusted"`: the exact wire order of a
  * command approval and a file-change approval (item/started → waitingOnApproval → the server

@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * `app-server exec` and `app-server threads` as real processes (`node --import tsx src/main.ts …`)
  * against a server whose model is the mock: streamed text, approvals answered with --approve

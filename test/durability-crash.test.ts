@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * Durable threads, part 4: crash safety. The real `app-server serve` runs as a child process and
  * is killed with SIGKILL (a) in the middle of a model stream and (b) while a client-implemented

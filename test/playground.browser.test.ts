@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
  * The web playground in a real browser: headless Chromium driven by playwright-core against a
  * server whose model is the mock. Opens the page served at GET /, starts a thread (approval policy

@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /** command/exec through a real Connection (in-memory transport): argv, cwd checks, env, caps, timeouts. */
 import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
@@ -77,6 +78,23 @@ describe("command/exec", () => {
     expect(write.result?.exitCode).toBe(1);
     expect(write.result?.stderr).toMatch(/Read-only file system/);
     expect(existsSync(path.join(d.ws, "x"))).toBe(false);
+  });
+
+  it("runs in the sandbox of the request's sandboxPolicy, or the server's default", async () => {
+    const { exec } = connect("workspace-write");
+    expect((await exec({ command: ["touch", "default-ok"] })).result?.exitCode).toBe(0);
+    const ro = await exec({ command: ["touch", "ro"], sandboxPolicy: { type: "readOnly" } });
+    expect(ro.result?.stderr).toMatch(/Read-only file system/);
+    const extra = await exec({ command: ["touch", path.join(d.outside, "granted")], sandboxPolicy: { type: "workspaceWrite", writableRoots: [d.outside] } });
+    expect(extra.result?.exitCode).toBe(0);
+    const full = await exec({ command: ["touch", path.join(d.outside, "full")], sandboxPolicy: { type: "dangerFullAccess" } });
+    expect(full.result?.exitCode).toBe(0);
+    expect(existsSync(path.join(d.ws, "default-ok"))).toBe(true);
+    expect(existsSync(path.join(d.ws, "ro"))).toBe(false);
+    expect(existsSync(path.join(d.outside, "granted"))).toBe(true);
+    expect(existsSync(path.join(d.outside, "full"))).toBe(true);
+    const bad = await exec({ command: ["true"], sandboxPolicy: { type: "somethingElse" } });
+    expect(bad.error?.code).toBe(-32602);
   });
 
   it("validates params", async () => {

@@ -1,3 +1,4 @@
+// @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /** The shell tool: items, output, exit codes, timeouts, interrupts, approvals and the policy matrix. */
 import { mkdirSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
