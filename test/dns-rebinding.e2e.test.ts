@@ -12,6 +12,7 @@ import { loopbackHostAllowed } from "../src/transport/websocket.js";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { upgradeStatus } from "./support/http.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const TOKEN = "test-token-0123456789abcdef";
@@ -25,24 +26,6 @@ afterEach(async () => {
 });
 
 const portOf = (url: string) => Number(new URL(url).port);
-
-/** The HTTP status a WebSocket upgrade is answered with (101 when it is accepted). */
-function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.once("open", () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once("unexpected-response", (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      res.resume();
-    });
-    ws.once("error", (err) => {
-      if (!/Unexpected server response/.test(String(err))) reject(err);
-    });
-  });
-}
 
 /** A plain GET to 127.0.0.1:port with an explicit Host header. */
 function get(port: number, path: string, host: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {

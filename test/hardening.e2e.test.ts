@@ -10,6 +10,7 @@ import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { upgradeStatus } from "./support/http.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const TOKEN = "test-token-0123456789abcdef";
@@ -24,24 +25,6 @@ afterEach(async () => {
   ts = undefined;
   h = undefined;
 });
-
-/** The HTTP status a WebSocket upgrade is answered with (101 when it is accepted). */
-function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.once("open", () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once("unexpected-response", (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      res.resume();
-    });
-    ws.once("error", (err) => {
-      if (!/Unexpected server response/.test(String(err))) reject(err);
-    });
-  });
-}
 
 describe("authentication and origin checks", () => {
   it("rejects upgrades without the right bearer token with 401, before any JSON-RPC", async () => {
