@@ -6,7 +6,6 @@
  */
 import http from "node:http";
 import net from "node:net";
-import WebSocket from "ws";
 import { afterEach, describe, expect, it } from "vitest";
 import { loopbackHostAllowed } from "../src/transport/websocket.js";
 import { BACKENDS } from "./support/db.js";

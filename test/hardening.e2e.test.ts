@@ -4,7 +4,6 @@
  * coalescing, the 1013 close for a client that stops reading (bounded memory) and its gap-free
  * resume, and the Prometheus endpoint.
  */
-import WebSocket from "ws";
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
