@@ -134,16 +134,25 @@ describe.each(BACKENDS)("handshake and wire rules over WebSocket (%s)", (backend
       expect(str).toMatchObject({ jsonrpc: "2.0", error: { code: -32602 } });
     });
 
-    it("rejects invalid ids with -32600 and id null", async () => {
+    it("rejects ids that are not a string, number or null with -32600 and id null", async () => {
       const c = await initialized();
-      for (const text of ['{"id":1.5,"method":"thread/list"}', '{"id":{},"method":"thread/list"}', '{"id":null,"method":"thread/list"}', '{"id":9007199254740993,"method":"thread/list"}']) {
+      for (const text of ['{"id":true,"method":"thread/list"}', '{"id":{},"method":"thread/list"}', '{"id":[1],"method":"thread/list"}']) {
         const before = c.frames.length;
         c.send(text);
         await c.waitFor((f) => c.frames.indexOf(f) >= before && f.error?.code === -32600);
       }
       const errors = c.frames.filter((f) => f.error?.code === -32600);
-      expect(errors).toHaveLength(4);
+      expect(errors).toHaveLength(3);
       expect(errors.every((f) => f.id === null && f.jsonrpc === "2.0")).toBe(true);
+    });
+
+    it("accepts id null, fractions and integers beyond 2^53, echoing each id's exact text", async () => {
+      const c = await initialized();
+      for (const idText of ["null", "1.5", "9007199254740993", "-123456789012345678901234567890"]) {
+        const answered = new Promise<string>((resolve) => c.ws.once("message", (data) => resolve(data.toString())));
+        c.send(`{"jsonrpc":"2.0","id":${idText},"method":"thread/list","params":{"limit":1}}`);
+        expect(await answered).toMatch(new RegExp(`^\\{"jsonrpc":"2.0","id":${idText.replace(".", "\\.")},"result":\\{"data":`));
+      }
     });
 
     it("answers an unknown method with -32601 after initialize", async () => {

@@ -87,19 +87,65 @@ describe("RpcPeer: envelopes", () => {
   });
 
   it.each([
-    ["a fractional number", '{"id":1.5,"method":"echo"}'],
     ["an object", '{"id":{"a":1},"method":"echo"}'],
     ["an array", '{"id":[1],"method":"echo"}'],
     ["a boolean", '{"id":true,"method":"echo"}'],
-    ["an integer beyond 2^53", '{"id":9007199254740993,"method":"echo"}'],
-    ["null on a request", '{"id":null,"method":"echo"}'],
   ])("rejects an id that is %s with -32600 and id null, without calling the handler", async (_what, text) => {
     const h = new Harness();
     await h.receive(text);
     const frames = h.take();
     expect(frames).toHaveLength(1);
-    expect(frames[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    expect(frames[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringMatching(/id must be a string, a number or null/) } });
     expect(h.calls).toEqual([]);
+  });
+
+  it.each([
+    ["an integer beyond 2^53", "9007199254740993"],
+    ["a negative integer beyond 2^53", "-123456789012345678901234567890"],
+    ["a fraction", "1.5"],
+    ["an exponent", "1e400"],
+    ["a long fraction", "0.10000000000000000000000001"],
+  ])("accepts an id that is %s and echoes its text exactly, in results and errors", async (_what, idText) => {
+    const h = new Harness();
+    await h.receive(`{"jsonrpc":"2.0","id":${idText},"method":"echo","params":{"n":1}}`);
+    await h.receive(`{"id":${idText},"method":"no/such/method"}`);
+    await h.receive(`{"id" : ${idText} ,"method":"echo","params":"not structured"}`);
+    expect(h.sent).toEqual([
+      `{"jsonrpc":"2.0","id":${idText},"result":{"n":1}}`,
+      `{"jsonrpc":"2.0","id":${idText},"error":{"code":-32601,"message":"Method not found"}}`,
+      `{"jsonrpc":"2.0","id":${idText},"error":{"code":-32600,"message":"Invalid Request: params must be an object or array"}}`,
+    ]);
+  });
+
+  it("takes the last of duplicate id members (as JSON.parse does) and finds escaped member names", async () => {
+    const h = new Harness();
+    await h.receive(String.raw`{"id":1,"params":{"id":"x","s":"\\\"id\":2 ]}"},"\u0069d":90071992547409931,"method":"echo"}`);
+    expect(h.sent[0]).toMatch(/^\{"jsonrpc":"2.0","id":90071992547409931,"result":/);
+  });
+
+  it("accepts id null on a request and answers it with id null (a request, not a notification)", async () => {
+    const h = new Harness();
+    await h.receive('{"jsonrpc":"2.0","id":null,"method":"echo","params":{"a":1}}');
+    expect(h.take()).toEqual([{ jsonrpc: "2.0", id: null, result: { a: 1 } }]);
+    expect(h.calls).toHaveLength(1);
+  });
+
+  it("echoes big ids inside a batch, each element with its own text", async () => {
+    const h = new Harness();
+    await h.receive('[{"id":9007199254740993,"method":"echo","params":[1]},{"id":"9007199254740993","method":"echo","params":[2]},{"id":9007199254740995,"method":"echo","params":[3]}]');
+    expect(h.sent).toEqual([
+      '[{"jsonrpc":"2.0","id":9007199254740993,"result":[1]},{"jsonrpc":"2.0","id":"9007199254740993","result":[2]},{"jsonrpc":"2.0","id":9007199254740995,"result":[3]}]',
+    ]);
+  });
+
+  it("accepts params null as no params (python-lsp-jsonrpc sends it) but refuses other scalars with -32600", async () => {
+    const h = new Harness();
+    await h.receive({ id: 1, method: "echo", params: null });
+    for (const [i, params] of [5, "x", true, false, 0].entries()) await h.receive({ id: 10 + i, method: "echo", params });
+    const frames = h.take();
+    expect(frames[0]).toEqual({ jsonrpc: "2.0", id: 1, result: null });
+    expect(frames.slice(1).map((f) => [f.id, f.error?.code])).toEqual([10, 11, 12, 13, 14].map((id) => [id, -32600]));
+    expect(h.calls).toHaveLength(1);
   });
 
   it.each([
@@ -277,7 +323,7 @@ describe("RpcPeer: batches", () => {
 
   it("answers every invalid element of a batch with its own -32600", async () => {
     const h = new Harness();
-    await h.receive([1, "x", null, {}, { id: 2, method: "echo", params: { ok: true } }, { id: 1.5, method: "echo" }]);
+    await h.receive([1, "x", null, {}, { id: 2, method: "echo", params: { ok: true } }, { id: true, method: "echo" }]);
     const [frame] = h.frames();
     expect(frame).toHaveLength(6);
     expect(frame.map((r: Frame) => r.error?.code ?? "ok")).toEqual([-32600, -32600, -32600, -32600, "ok", -32600]);
@@ -472,5 +518,93 @@ describe("Connection: handshake gate and params validation", () => {
     }
     expect(a.h.take().map((f) => f.method)).toEqual(["thread/started/extra"]);
     expect(b.h.take().map((f) => f.method)).toEqual(["thread/started", "thread/started/extra"]);
+  });
+});
+
+describe("RpcPeer: $/cancelRequest", () => {
+  /** A handler that runs until its signal aborts, recording the abort reason. */
+  function slowHarness() {
+    const h = new Harness();
+    const aborted: unknown[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    h.peer.addMethod("slow", async (_params, ctx) => {
+      ctx.signal.addEventListener("abort", () => aborted.push(ctx.signal.reason));
+      await released;
+      return "late result";
+    });
+    return { h, aborted, release };
+  }
+
+  it("answers the cancelled request with -32800 at once, aborts its signal, and drops the handler's later result", async () => {
+    const { h, aborted, release } = slowHarness();
+    await h.receive({ jsonrpc: "2.0", id: 7, method: "slow" });
+    expect(h.sent).toEqual([]);
+    await h.receive({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id: 7 } });
+    expect(h.take()).toEqual([{ jsonrpc: "2.0", id: 7, error: { code: -32800, message: "Request cancelled" } }]);
+    expect(aborted).toEqual([expect.objectContaining({ reason: "cancelled" })]);
+    release();
+    await settle();
+    await h.peer.drain();
+    expect(h.sent).toEqual([]); // nothing else for id 7
+  });
+
+  it("matches ids by type and exact text: a string id is not the number, a big id is its own", async () => {
+    const { h, release } = slowHarness();
+    await h.receive('{"id":"7","method":"slow"}');
+    await h.receive('{"id":9007199254740993,"method":"slow"}');
+    await h.receive('{"method":"$/cancelRequest","params":{"id":7}}');
+    await h.receive('{"method":"$/cancelRequest","params":{"id":9007199254740992}}');
+    expect(h.sent).toEqual([]);
+    await h.receive('{"method":"$/cancelRequest","params":{"id":9007199254740993}}');
+    expect(h.sent).toEqual(['{"jsonrpc":"2.0","id":9007199254740993,"error":{"code":-32800,"message":"Request cancelled"}}']);
+    await h.receive('{"method":"$/cancelRequest","params":{"id":"7"}}');
+    expect(h.sent[1]).toBe('{"jsonrpc":"2.0","id":"7","error":{"code":-32800,"message":"Request cancelled"}}');
+    release();
+    await h.peer.drain();
+    expect(h.sent).toHaveLength(2);
+  });
+
+  it("ignores cancels of unknown or finished requests and malformed cancels, answering nothing", async () => {
+    const h = new Harness();
+    await h.receive({ id: 1, method: "echo", params: { a: 1 } });
+    await h.receive({ method: "$/cancelRequest", params: { id: 1 } });
+    await h.receive({ method: "$/cancelRequest", params: { id: 99 } });
+    await h.receive({ method: "$/cancelRequest", params: {} });
+    await h.receive({ method: "$/cancelRequest" });
+    expect(h.take()).toEqual([{ jsonrpc: "2.0", id: 1, result: { a: 1 } }]);
+  });
+
+  it("aborts every running request's signal when the connection closes", async () => {
+    const { h, aborted, release } = slowHarness();
+    await h.receive({ id: 1, method: "slow" });
+    await h.receive({ id: 2, method: "slow" });
+    h.peer.close();
+    expect(aborted).toEqual([expect.objectContaining({ reason: "connectionClosed" }), expect.objectContaining({ reason: "connectionClosed" })]);
+    release();
+    await h.peer.drain();
+    expect(h.sent).toEqual([]);
+  });
+
+  it("keeps a cancelled request's in-flight slot until its handler returns", async () => {
+    const h = new Harness();
+    const limited = new RpcPeer((t) => h.sent.push(t), h.log, { maxInFlightRequests: 1, requestsPerSecond: 1000, requestBurst: 1000 });
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    limited.addMethod("slow", () => released.then(() => "done"));
+    limited.receive('{"id":1,"method":"slow"}');
+    limited.receive('{"method":"$/cancelRequest","params":{"id":1}}');
+    await settle();
+    limited.receive('{"id":2,"method":"slow"}');
+    await settle();
+    expect(h.take().map((f) => [f.id, f.error?.code])).toEqual([
+      [1, -32800],
+      [2, -32001],
+    ]);
+    release();
+    await settle(); // the cancelled handler returns and frees its slot
+    limited.receive('{"id":3,"method":"slow"}');
+    await limited.drain();
+    expect(h.take()).toEqual([{ jsonrpc: "2.0", id: 3, result: "done" }]);
   });
 });

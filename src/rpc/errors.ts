@@ -13,6 +13,13 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * LSP's RequestCancelled (-32800): the answer to a request the client cancelled with
+ * `$/cancelRequest`. Not one of JSON-RPC 2.0's own codes, so it lives here rather than in the
+ * protocol's ErrorCode table; vscode-jsonrpc and python-lsp-jsonrpc expect exactly this code.
+ */
+export const REQUEST_CANCELLED = -32800;
+
 export const invalidRequest = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidRequest, message, data);
 export const invalidParams = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidParams, message, data);
 export const overloaded = () => new RpcError(ErrorCode.ServerOverloaded, "Server overloaded; retry later");

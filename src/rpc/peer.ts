@@ -3,9 +3,13 @@
  * built on json-rpc-2.0's server and client halves. This adapter owns the wire rules the library
  * leaves open (see notes/dependencies.md §3):
  * - incoming messages are accepted with or without `"jsonrpc":"2.0"`; outgoing ones always carry it;
- * - ids are validated (string or safe integer) and echoed with their exact type;
+ * - request ids may be anything JSON-RPC allows (string, number, null) and are echoed exactly as
+ *   received, integers beyond 2^53 included (see ids.ts);
  * - parse errors are answered with id null; malformed envelopes with -32600; responses (replies to
  *   our requests) are never answered, even malformed ones;
+ * - every request gets an AbortSignal; `$/cancelRequest {id}` (LSP, sent by vscode-jsonrpc and
+ *   python-lsp-jsonrpc) aborts it and answers it at once with -32800, and nothing else is sent for
+ *   it afterwards (the handler may still be finishing; its outcome is dropped);
  * - any non-RpcError thrown by a handler becomes -32603 "Internal error", never a stack trace;
  * - batches are answered with an array (or nothing, when they held only notifications);
  * - server notifications carry a top-level `emittedAtMs`.
@@ -19,7 +23,8 @@ import {
   JSONRPCErrorException,
 } from "json-rpc-2.0";
 import { ErrorCode, type RequestId } from "../protocol/jsonrpc.js";
-import { RpcError } from "./errors.js";
+import { REQUEST_CANCELLED, RpcError } from "./errors.js";
+import { idKey, isRequestId, messageStarts, rawTextAt, stringifyMessage, wireId, type WireId } from "./ids.js";
 
 export interface PeerLogger {
   warn(obj: object, msg: string): void;
@@ -45,9 +50,16 @@ export interface PeerLimits {
 export const DEFAULT_PEER_LIMITS: PeerLimits = { maxInFlightRequests: 64, requestsPerSecond: 500, requestBurst: 1000 };
 
 export interface RequestContext {
-  id: RequestId;
+  /** The request's id as the client sent it. */
+  id: WireId;
   /** Resolves once the response to this request has been written (or the request failed). */
   responded: Promise<void>;
+  /**
+   * Aborted when the client cancels the request (`$/cancelRequest`) or the connection closes:
+   * long handlers stop their work (command/exec kills its process). The response is already
+   * sent (-32800) or pointless by then; whatever the handler returns afterwards is dropped.
+   */
+  signal: AbortSignal;
 }
 export type MethodHandler = (params: unknown, ctx: RequestContext) => Promise<unknown> | unknown;
 export type NotificationHandler = (params: unknown) => void;
@@ -56,9 +68,24 @@ export type RequestGate = (method: string) => RpcError | null;
 
 type Obj = Record<string, unknown>;
 
+/** LSP's cancellation notification, which vscode-jsonrpc and python-lsp-jsonrpc send on their own. */
+export const CANCEL_METHOD = "$/cancelRequest";
+
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+/** Ids of replies to our own requests: we only ever send safe integers. */
 const validId = (id: unknown): id is RequestId =>
   typeof id === "string" || (typeof id === "number" && Number.isSafeInteger(id));
+
+/** The raw JSON text at a member path of the message being handled (for ids a number cannot keep). */
+type RawAt = (path: readonly string[]) => string | undefined;
+
+/** Why a request's signal was aborted. */
+export class RequestAbortedError extends Error {
+  constructor(readonly reason: "cancelled" | "connectionClosed") {
+    super(reason === "cancelled" ? "request cancelled by the client" : "connection closed");
+    this.name = "RequestAbortedError";
+  }
+}
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
@@ -66,7 +93,7 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-function errorResponse(id: RequestId | null, code: number, message: string, data?: unknown): Obj {
+function errorResponse(id: WireId, code: number, message: string, data?: unknown): Obj {
   const error: Obj = { code, message };
   if (data !== undefined) error.data = data;
   return { jsonrpc: "2.0", id, error };
@@ -82,6 +109,10 @@ export class RpcPeer {
   private readonly inFlight = new Set<Promise<void>>();
 
   private activeRequests = 0;
+  /** Requests being handled, by idKey (ids need not be unique: several may share one). */
+  private readonly running = new Map<string, Set<AbortController>>();
+  /** json-rpc-2.0 sees these ids instead of the client's (which may be null or a RawNumberId). */
+  private nextInternalId = 1;
   private tokens: number;
   private tokensAt = Date.now();
 
@@ -103,7 +134,13 @@ export class RpcPeer {
   }
 
   addMethod(method: string, handler: MethodHandler): void {
-    this.server.addMethod(method, (params, ctx) => handler(params, ctx));
+    this.server.addMethod(method, async (params, ctx) => {
+      try {
+        return await handler(params, ctx);
+      } catch (err) {
+        throw this.toRpcError(err, ctx.id);
+      }
+    });
   }
 
   onNotification(method: string, handler: NotificationHandler): void {
@@ -156,6 +193,7 @@ export class RpcPeer {
     if (!this.open) return;
     this.open = false;
     this.client.rejectAllPendingRequests("connection closed");
+    for (const controllers of this.running.values()) for (const c of controllers) c.abort(new RequestAbortedError("connectionClosed"));
   }
 
   /** Handles one incoming text message (a WebSocket frame or a stdio line). */
@@ -167,13 +205,16 @@ export class RpcPeer {
       this.write(errorResponse(null, ErrorCode.ParseError, "Parse error"));
       return;
     }
+    // Raw text is looked up only for messages that need it (an id a JS number cannot keep).
+    let starts: number[] | undefined;
+    const rawAt = (index: number): RawAt => (path) => rawTextAt(text, (starts ??= messageStarts(text))[index]!, path);
     if (Array.isArray(msg)) {
-      this.track(this.receiveBatch(msg));
+      this.track(this.receiveBatch(msg, rawAt));
       return;
     }
     const responded = deferred();
     this.track(
-      this.receiveOne(msg, responded.promise).then((res) => {
+      this.receiveOne(msg, responded.promise, rawAt(0)).then((res) => {
         if (res) this.write(res);
         responded.resolve();
       }),
@@ -194,19 +235,19 @@ export class RpcPeer {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
-  private async receiveBatch(batch: unknown[]): Promise<void> {
+  private async receiveBatch(batch: unknown[], rawAt: (index: number) => RawAt): Promise<void> {
     if (batch.length === 0) {
       this.write(errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: empty batch"));
       return;
     }
     const responded = deferred();
-    const responses = (await Promise.all(batch.map((m) => this.receiveOne(m, responded.promise)))).filter((r): r is Obj => r !== null);
+    const responses = (await Promise.all(batch.map((m, i) => this.receiveOne(m, responded.promise, rawAt(i))))).filter((r): r is Obj => r !== null);
     if (responses.length > 0) this.write(responses);
     responded.resolve();
   }
 
   /** Returns the response to send for a request (null for notifications and replies). */
-  private async receiveOne(msg: unknown, responded: Promise<void>): Promise<Obj | null> {
+  private async receiveOne(msg: unknown, responded: Promise<void>, raw: RawAt): Promise<Obj | null> {
     if (!isObj(msg)) return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: expected an object");
     const hasId = "id" in msg && msg.id !== undefined;
     if (!("method" in msg) && ("result" in msg || "error" in msg)) {
@@ -217,20 +258,35 @@ export class RpcPeer {
       else this.log.warn({ id: msg.id, error: msg.error }, "ignored a response without a valid id");
       return null;
     }
-    if (msg.jsonrpc !== undefined && msg.jsonrpc !== "2.0")
-      return errorResponse(validId(msg.id) ? msg.id : null, ErrorCode.InvalidRequest, 'Invalid Request: jsonrpc must be "2.0"');
-    if (hasId && !validId(msg.id)) return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: id must be a string or an integer");
+    if (hasId && !isRequestId(msg.id)) return errorResponse(null, ErrorCode.InvalidRequest, "Invalid Request: id must be a string, a number or null");
+    // The id to answer with, exactly as sent (absent: a notification, or an error we cannot attribute).
+    const id: WireId = hasId ? wireId(msg.id as string | number | null, () => raw(["id"])) : null;
+    if (msg.jsonrpc !== undefined && msg.jsonrpc !== "2.0") return errorResponse(id, ErrorCode.InvalidRequest, 'Invalid Request: jsonrpc must be "2.0"');
     if (typeof msg.method === "string") {
+      // JSON-RPC 2.0 §4.2: params, when present, is a structured value. null is taken as "no
+      // params" (python-lsp-jsonrpc sends `"params": null` for requests without any).
       if (msg.params !== undefined && typeof msg.params !== "object")
-        return hasId ? errorResponse(msg.id as RequestId, ErrorCode.InvalidRequest, "Invalid Request: params must be an object or array") : null;
+        return hasId ? errorResponse(id, ErrorCode.InvalidRequest, "Invalid Request: params must be an object or array") : null;
       if (!hasId) {
-        this.dispatchNotification(msg.method, msg.params);
+        if (msg.method === CANCEL_METHOD) this.cancel(msg.params, raw);
+        else this.dispatchNotification(msg.method, msg.params);
         return null;
       }
-      return this.dispatchRequest(msg.id as RequestId, msg.method, msg.params, responded);
+      return this.dispatchRequest(id, msg.method, msg.params, responded);
     }
-    if ("method" in msg) return errorResponse(hasId ? (msg.id as RequestId) : null, ErrorCode.InvalidRequest, "Invalid Request: method must be a string");
-    return errorResponse(hasId ? (msg.id as RequestId) : null, ErrorCode.InvalidRequest, "Invalid Request");
+    if ("method" in msg) return errorResponse(id, ErrorCode.InvalidRequest, "Invalid Request: method must be a string");
+    return errorResponse(id, ErrorCode.InvalidRequest, "Invalid Request");
+  }
+
+  /** `$/cancelRequest {id}`: aborts the in-flight request(s) with that id; unknown ids are ignored (it may have finished). */
+  private cancel(params: unknown, raw: RawAt): void {
+    if (!isObj(params) || !isRequestId(params.id)) {
+      this.log.debug({ params }, "ignored a $/cancelRequest without an id");
+      return;
+    }
+    const controllers = this.running.get(idKey(wireId(params.id, () => raw(["params", "id"]))));
+    if (!controllers) return;
+    for (const c of controllers) c.abort(new RequestAbortedError("cancelled"));
   }
 
   private dispatchNotification(method: string, params: unknown): void {
@@ -256,36 +312,57 @@ export class RpcPeer {
     return true;
   }
 
-  private async dispatchRequest(id: RequestId, method: string, params: unknown, responded: Promise<void>): Promise<Obj> {
+  private async dispatchRequest(id: WireId, method: string, params: unknown, responded: Promise<void>): Promise<Obj> {
     if (!this.takeToken()) return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "rateLimited" });
     if (this.activeRequests >= this.limits.maxInFlightRequests)
       return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "tooManyInFlightRequests", limit: this.limits.maxInFlightRequests });
     const rejected = this.gate(method);
     if (rejected) return errorResponse(id, rejected.code, rejected.message, rejected.data);
-    const request: JSONRPCRequest = { jsonrpc: "2.0", id, method, ...(params !== undefined ? { params } : {}) };
+
+    const controller = new AbortController();
+    const key = idKey(id);
+    const sameId = this.running.get(key) ?? new Set<AbortController>();
+    this.running.set(key, sameId.add(controller));
+    // A cancelled request is answered at once; its handler keeps its in-flight slot until it
+    // actually returns (it still holds resources), which the limit above is about.
+    const cancelled = new Promise<Obj>((resolve) =>
+      controller.signal.addEventListener("abort", () => resolve(errorResponse(id, REQUEST_CANCELLED, "Request cancelled")), { once: true }),
+    );
+    const request: JSONRPCRequest = { jsonrpc: "2.0", id: this.nextInternalId++, method, ...(params !== undefined ? { params } : {}) };
     this.activeRequests++;
+    const handled = Promise.resolve(this.server.receive(request, { id, responded, signal: controller.signal }))
+      .then(
+        (res) => (res ? { ...(res as unknown as Obj), id } : errorResponse(id, ErrorCode.InternalError, "Internal error")),
+        (err) => this.mapError(id, err) as unknown as Obj,
+      )
+      .finally(() => this.activeRequests--);
     try {
-      const res = await this.server.receive(request, { id, responded });
-      return (res as Obj | null) ?? errorResponse(id, ErrorCode.InternalError, "Internal error");
-    } catch (err) {
-      return this.mapError(id, err) as unknown as Obj;
+      return await Promise.race([handled, cancelled]);
     } finally {
-      this.activeRequests--;
+      sameId.delete(controller);
+      if (sameId.size === 0 && this.running.get(key) === sameId) this.running.delete(key);
     }
   }
 
-  private mapError(id: RequestId | null, err: unknown): JSONRPCErrorResponse {
-    if (err instanceof RpcError) return errorResponse(id, err.code, err.message, err.data) as unknown as JSONRPCErrorResponse;
-    if (err instanceof JSONRPCErrorException) return errorResponse(id, err.code, err.message, err.data) as unknown as JSONRPCErrorResponse;
+  /** What a handler threw, as the error to answer with; anything but an RpcError is logged and hidden. */
+  private toRpcError(err: unknown, id: WireId): RpcError | JSONRPCErrorException {
+    if (err instanceof RpcError || err instanceof JSONRPCErrorException) return err;
     this.log.error({ err, id }, "request handler failed");
-    return errorResponse(id, ErrorCode.InternalError, "Internal error") as unknown as JSONRPCErrorResponse;
+    return new RpcError(ErrorCode.InternalError, "Internal error");
+  }
+
+  private mapError(id: WireId, err: unknown): JSONRPCErrorResponse {
+    const e = this.toRpcError(err, id);
+    return errorResponse(id, e.code, e.message, e.data) as unknown as JSONRPCErrorResponse;
   }
 
   private write(payload: unknown): void {
     if (!this.open) return;
-    const withVersion = Array.isArray(payload)
-      ? payload.map((p) => ({ jsonrpc: "2.0", ...(p as Obj) }))
-      : { jsonrpc: "2.0", ...(payload as Obj) };
-    this.sendText(JSON.stringify(withVersion), Array.isArray(withVersion) ? undefined : withVersion);
+    if (Array.isArray(payload)) {
+      this.sendText(`[${payload.map((p) => stringifyMessage({ jsonrpc: "2.0", ...(p as Obj) })).join(",")}]`);
+      return;
+    }
+    const message = { jsonrpc: "2.0", ...(payload as Obj) };
+    this.sendText(stringifyMessage(message), message);
   }
 }

@@ -1,6 +1,12 @@
-/** stdio transport: one JSON message per line on stdin/stdout; logs stay on stderr. */
-import { createInterface } from "node:readline";
+/**
+ * stdio transport: JSON-RPC messages on stdin/stdout; logs stay on stderr. Each incoming message
+ * is either a JSON line or LSP-framed (`Content-Length:` headers), detected per message (see
+ * framing.ts). Replies use JSON lines until the client has sent one LSP-framed message, then
+ * LSP framing for good: a client that frames with headers expects headers back, and one that
+ * reads lines never sees them.
+ */
 import type { Readable, Writable } from "node:stream";
+import { FrameReader, frameMessage, type Framing } from "./framing.js";
 
 export interface StdioTransportOptions {
   input?: Readable;
@@ -14,22 +20,31 @@ export interface StdioTransportOptions {
 export function startStdioTransport(opts: StdioTransportOptions): { close(): void } {
   const input = opts.input ?? process.stdin;
   const output = opts.output ?? process.stdout;
-  const peer = opts.accept((text) => {
-    output.write(text + "\n");
+  let framing: Framing = "lines";
+  const write = (text: string, as: Framing = framing) => output.write(frameMessage(text, as));
+  const peer = opts.accept((text) => write(text));
+  const reader = new FrameReader({
+    maxMessageBytes: opts.maxLineBytes,
+    onMessage: (text, used) => {
+      if (used === "headers") framing = "headers";
+      peer.receive(text);
+    },
+    onError: (message, used) => {
+      if (used === "headers") framing = "headers";
+      write(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }), used);
+    },
   });
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  lines.on("line", (line) => {
-    if (line.trim() === "") return;
-    if (Buffer.byteLength(line) > opts.maxLineBytes) {
-      output.write(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: `Invalid Request: message larger than ${opts.maxLineBytes} bytes` } }) + "\n");
-      return;
-    }
-    peer.receive(line);
-  });
+  const onData = (chunk: Buffer | string) => reader.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+  input.on("data", onData);
+
   let closed = false;
   const end = () => {
     if (closed) return;
     closed = true;
+    input.off("data", onData);
+    input.off("end", end);
+    input.off("close", end);
+    reader.end();
     // Requests written just before EOF (`cat requests.jsonl | app-server serve --listen stdio://`)
     // are still answered: stdout stays open until they are.
     void Promise.resolve(peer.drain?.())
@@ -39,10 +54,12 @@ export function startStdioTransport(opts: StdioTransportOptions): { close(): voi
         opts.onEnd();
       });
   };
-  lines.on("close", end);
+  input.on("end", end);
+  input.on("close", end);
   return {
     close: () => {
-      lines.close();
+      input.pause();
+      end();
     },
   };
 }

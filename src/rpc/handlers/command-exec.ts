@@ -6,7 +6,8 @@
  *   workspace-write    the writable roots (server cwd, writableRoots, /tmp, $TMPDIR)
  *   danger-full-access anywhere (unconfined, as the server's user)
  * When the sandbox cannot be set up, a confined command is refused (never run unconfined).
- * Processes still running when the connection closes are killed.
+ * Processes still running when the connection closes, or whose request the client cancels
+ * (`$/cancelRequest`), are killed.
  */
 import { promises as fs } from "node:fs";
 import type { AppContext } from "../../app-context.js";
@@ -37,7 +38,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
     for (const c of running) c.abort();
   });
 
-  conn.handle("command/exec", async (p) => {
+  conn.handle("command/exec", async (p, { signal }) => {
     const policy = p.sandboxPolicy ?? defaults.policy;
     const sandbox = modeOfPolicy(policy);
     const scope = { cwd: defaults.cwd, sandbox, policy };
@@ -51,6 +52,10 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
 
     const timeoutMs = p.timeoutMs ?? COMMAND_EXEC_DEFAULT_TIMEOUT_MS;
     const controller = new AbortController();
+    // A cancelled request kills its process (the client already got -32800).
+    const abort = () => controller.abort();
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
     running.add(controller);
     try {
       const [file] = p.command;
@@ -79,6 +84,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
         stderr,
       };
     } finally {
+      signal.removeEventListener("abort", abort);
       running.delete(controller);
     }
   });
