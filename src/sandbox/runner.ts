@@ -84,6 +84,20 @@ export class CommandRunner {
     return { ran: true, sandboxed: true, run };
   }
 
+  /**
+   * How to start a long-running process (an MCP server) in the sandbox: the program, arguments and
+   * environment to hand to whatever spawns it. Throws when a confined process cannot be started.
+   */
+  async spawnSpec(argv: readonly string[], sandbox: ResolvedSandbox, cwd: string, env: CommandRequest["env"] = {}): Promise<{ command: string; args: string[]; env: Record<string, string>; cwd: string }> {
+    const environment = this.environment(env);
+    if (sandbox === null) return { command: argv[0]!, args: argv.slice(1), env: environment, cwd };
+    const status = await this.status();
+    if (!status.available) throw new Error(`the OS sandbox is not available (${status.reason}); a ${sandbox.mode} process is never run unconfined`);
+    const missing = await missingProgram(argv[0], environment.PATH, cwd);
+    if (missing) throw new Error(`${argv[0]}: command not found`);
+    return { command: this.bwrap, args: bwrapArgs({ confinement: sandbox, cwd, masks: await this.masks(sandbox), argv }), env: environment, cwd };
+  }
+
   private masks(c: Confinement): Promise<MaskedPath[]> {
     const base = (this.masksCache ??= existingMasks([...(this.opts.hiddenPaths ?? []), ...SYSTEM_SECRETS]));
     // Without the network, /run's sockets (database, docker, dbus) are the way out: hide them.
