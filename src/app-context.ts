@@ -6,6 +6,7 @@ import type { Model } from "./protocol/session.js";
 import type { ThreadRuntime } from "./runtime/threads.js";
 import type { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import type { TurnRunner } from "./runtime/turns.js";
+import type { TurnPages } from "./runtime/turn-pages.js";
 
 export interface ProviderCatalog {
   has(id: string): boolean;
@@ -26,6 +27,8 @@ export interface AppContext {
   readonly limits: ServerLimits;
   /** What model/list reports. */
   readonly models: Model[];
+  /** Paged turns and items (thread/turns/list, thread/items/list, resume's initialTurnsPage). */
+  readonly pages: TurnPages;
   /** The stored turns of a thread with their items (thread/read includeTurns). */
   turnsOf(threadId: string): Promise<Turn[]>;
 }

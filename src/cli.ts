@@ -98,6 +98,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === "serve") return serve(rest);
+  if (command === "app-server") {
+    // Spawned as Codex's `codex app-server` (IDE extension): Codex's flags, stdio by default.
+    const { translateCodexArgs } = await import("./codex-compat-cli.js");
+    const t = translateCodexArgs(rest, (line) => process.stderr.write(line + "\n"));
+    if ("exit" in t) return t.exit;
+    if ("generateSchemaOut" in t) return main(["generate-json-schema", "--out", t.generateSchemaOut]);
+    return serve(t.serve);
+  }
   if (command === "exec" || command === "threads") {
     if (rest.includes("--help") || rest.includes("-h")) {
       process.stdout.write(HELP);

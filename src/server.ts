@@ -12,6 +12,9 @@ import { Connection } from "./rpc/connection.js";
 import { registerSessionHandlers } from "./rpc/handlers/session.js";
 import { registerThreadHandlers } from "./rpc/handlers/threads.js";
 import { registerTurnHandlers } from "./rpc/handlers/turns.js";
+import { registerClientSetupHandlers } from "./rpc/handlers/client-setup.js";
+import { HistoryPages } from "./store/history-pages.js";
+import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
@@ -27,6 +30,7 @@ import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/d
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
 import { startWebSocketTransport } from "./transport/websocket.js";
+import { keepaliveFromEnv, type KeepaliveOptions } from "./transport/keepalive.js";
 import { VERSION } from "./version.js";
 import { policyOfMode } from "./sandbox/policy.js";
 import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
@@ -45,6 +49,8 @@ export interface StartOptions extends ServerConfig {
   providers?: Partial<Record<ProviderId, ProviderOptions>>;
   /** Variables set for every command after the allow list (tests: an empty HOME, so the machine's ~/.bashrc stays out). */
   commandEnvironment?: Record<string, string>;
+  /** WebSocket pings and initialize deadline (default: APP_SERVER_PING_INTERVAL_MS, APP_SERVER_INITIALIZE_TIMEOUT_MS, else 30 s each). */
+  keepalive?: Partial<KeepaliveOptions>;
   /** Agent-loop limits (defaults: 100 model calls per turn, DEFAULT_RETRY). */
   turns?: Partial<TurnSettings>;
 }
@@ -133,13 +139,14 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
     registerTurnHandlers(conn, app!);
+    registerClientSetupHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
     });
     void closeSocket;
-    return { receive: (text: string) => conn.receive(text), closed: () => conn.close(), drain: () => conn.peer.drain() };
+    return { receive: (text: string) => conn.receive(text), closed: () => conn.close(), drain: () => conn.peer.drain(), initialized: () => conn.initialized };
   };
 
   const ws =
@@ -151,6 +158,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           log,
           isReady: () => ready,
           accept,
+          keepalive: { ...keepaliveFromEnv(process.env), ...opts.keepalive },
           authToken: opts.authToken ?? null,
           allowedOrigins: opts.allowedOrigins ?? [],
           maxConnections: limits.maxConnections,
@@ -243,6 +251,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     models: configuredModels(opts.modelProvider, opts.model),
     providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
     turnsOf: (threadId) => history.turnsOf(threadId),
+    pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
   };
 
   for (const r of recovery.restorable) {

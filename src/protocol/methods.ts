@@ -3,7 +3,9 @@
  * with its zod schemas. Handlers, the JSON Schema generator and the docs all read these tables.
  */
 import { z } from "zod";
+import * as C from "./client-setup.js";
 import * as N from "./notifications.js";
+import * as P from "./thread-pages.js";
 import * as S from "./session.js";
 import * as T from "./thread.js";
 import * as U from "./turn.js";
@@ -29,6 +31,19 @@ export const clientRequests = {
   "turn/steer": { params: U.TurnSteerParams, result: U.TurnSteerResponse },
   "model/list": { params: S.ModelListParams, result: S.ModelListResponse },
   "command/exec": { params: X.CommandExecParams, result: X.CommandExecResponse },
+  "thread/turns/list": { params: P.ThreadTurnsListParams, result: P.ThreadTurnsListResponse },
+  "thread/items/list": { params: P.ThreadItemsListParams, result: P.ThreadItemsListResponse },
+  "thread/goal/get": { params: C.ThreadGoalGetParams, result: C.ThreadGoalGetResponse },
+  "thread/backgroundTerminals/list": { params: C.ThreadBackgroundTerminalsListParams, result: C.ThreadBackgroundTerminalsListResponse },
+  "account/read": { params: C.GetAccountParams, result: C.GetAccountResponse },
+  "account/bedrock/checkGovCloudRequirements": { params: C.BedrockCheckGovCloudRequirementsParams, result: C.BedrockCheckGovCloudRequirementsResponse },
+  "config/read": { params: C.ConfigReadParams, result: C.ConfigReadResponse },
+  "configRequirements/read": { params: C.ConfigRequirementsReadParams, result: C.ConfigRequirementsReadResponse },
+  "skills/list": { params: C.SkillsListParams, result: C.SkillsListResponse },
+  "hooks/list": { params: C.HooksListParams, result: C.HooksListResponse },
+  "collaborationMode/list": { params: C.CollaborationModeListParams, result: C.CollaborationModeListResponse },
+  "plugin/installed": { params: C.PluginInstalledParams, result: C.PluginInstalledResponse },
+  "permissionProfile/list": { params: C.PermissionProfileListParams, result: C.PermissionProfileListResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;

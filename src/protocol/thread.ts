@@ -20,12 +20,15 @@ export type TurnStopReason = z.infer<typeof TurnStopReason>;
 export const TurnStatus = z.enum(["completed", "interrupted", "failed", "inProgress"]).meta({ id: "TurnStatus" });
 export type TurnStatus = z.infer<typeof TurnStatus>;
 
+export const TurnItemsView = z.enum(["notLoaded", "summary", "full"]).meta({ id: "TurnItemsView" });
+export type TurnItemsView = z.infer<typeof TurnItemsView>;
+
 export const Turn = z
   .object({
     id: z.string(),
     rootTurnId: z.string().nullable(),
     items: z.array(ThreadItem),
-    itemsView: z.enum(["notLoaded", "summary", "full"]),
+    itemsView: TurnItemsView,
     status: TurnStatus,
     error: TurnError.nullable(),
     /** Unix seconds. */
@@ -86,6 +89,16 @@ export const DynamicToolSpec = z
   .meta({ id: "DynamicToolSpec" });
 export type DynamicToolSpec = z.infer<typeof DynamicToolSpec>;
 
+/**
+ * Codex's experimental permission profiles (`:read-only`, `:workspace`, `:danger-full-access`),
+ * mapped onto the sandbox (src/runtime/permissions.ts). Cannot be combined with `sandbox`.
+ */
+const permissionFields = {
+  permissions: z.string().min(1).nullable().optional(),
+  /** Extra writable roots for the workspace sandbox (absolute paths). */
+  runtimeWorkspaceRoots: z.array(z.string().min(1)).nullable().optional(),
+};
+
 /** Settings a thread/start, thread/resume or turn/start may set (nullable = "keep"). */
 const settingsOverrides = {
   model: z.string().min(1).nullable().optional(),
@@ -100,6 +113,7 @@ export const ThreadStartParams = z
     ...settingsOverrides,
     serviceTier: z.string().nullable().optional(),
     sandbox: SandboxMode.nullable().optional(),
+    ...permissionFields,
     config: z.record(z.string(), JsonValue).nullable().optional(),
     serviceName: z.string().nullable().optional(),
     baseInstructions: z.string().nullable().optional(),
@@ -125,6 +139,8 @@ const threadSettingsResponse = {
   approvalPolicy: AskForApproval,
   approvalsReviewer: ApprovalsReviewer,
   sandbox: SandboxPolicy,
+  /** The permission profile the thread's sandbox corresponds to. */
+  activePermissionProfile: z.object({ id: z.string(), extends: z.string().nullable() }).nullable(),
   reasoningEffort: ReasoningEffort.nullable(),
 };
 export const ThreadStartResponse = z.object(threadSettingsResponse).meta({ id: "ThreadStartResponse" });
@@ -133,8 +149,14 @@ export type ThreadStartResponse = z.infer<typeof ThreadStartResponse>;
 export const ThreadReadParams = z.object({ threadId: ThreadId, includeTurns: z.boolean().optional() }).meta({ id: "ThreadReadParams" });
 export const ThreadReadResponse = z.object({ thread: Thread }).meta({ id: "ThreadReadResponse" });
 
-export const ThreadSortKey = z.enum(["created_at", "updated_at"]).meta({ id: "ThreadSortKey" });
+/** recency_at is the last activity (updated_at here); section_position orders by section, and no thread has one, so by recency. */
+export const ThreadSortKey = z.enum(["created_at", "updated_at", "recency_at", "section_position"]).meta({ id: "ThreadSortKey" });
 export type ThreadSortKey = z.infer<typeof ThreadSortKey>;
+
+export const ThreadSourceKind = z
+  .enum(["cli", "vscode", "exec", "appServer", "subAgent", "subAgentReview", "subAgentCompact", "subAgentThreadSpawn", "subAgentOther", "unknown"])
+  .meta({ id: "ThreadSourceKind" });
+export type ThreadSourceKind = z.infer<typeof ThreadSourceKind>;
 
 export const ThreadListParams = z
   .object({
@@ -146,6 +168,18 @@ export const ThreadListParams = z
     archived: z.boolean().nullable().optional(),
     cwd: z.union([z.string(), z.array(z.string())]).nullable().optional(),
     searchTerm: z.string().nullable().optional(),
+    /** Which clients started the threads (Thread.source); empty or absent: every source. */
+    sourceKinds: z.array(ThreadSourceKind).nullable().optional(),
+    /** Sub-agent and attachment filters: threads here have no parent, section or project. */
+    parentThreadId: z.string().nullable().optional(),
+    ancestorThreadId: z.string().nullable().optional(),
+    attachedToThreadId: z.string().nullable().optional(),
+    sectionId: z.string().nullable().optional(),
+    projectId: z.string().nullable().optional(),
+    originators: z.array(z.string()).nullable().optional(),
+    includeAttachedThreads: z.boolean().optional(),
+    currentAccountOnly: z.boolean().optional(),
+    useStateDbOnly: z.boolean().optional(),
     includedThreadIds: z.array(z.string()).max(100).nullable().optional(),
     excludedThreadIds: z.array(z.string()).max(100).nullable().optional(),
   })
@@ -180,6 +214,7 @@ const resumeOverrides = {
   ...settingsOverrides,
   serviceTier: z.string().nullable().optional(),
   sandbox: SandboxMode.nullable().optional(),
+  ...permissionFields,
   config: z.record(z.string(), JsonValue).nullable().optional(),
   baseInstructions: z.string().nullable().optional(),
   developerInstructions: z.string().nullable().optional(),
@@ -193,6 +228,15 @@ export const ThreadResumeParams = z
     ...resumeOverrides,
     /** Our extension: replay stored notifications with seq > afterSeq to this connection first. */
     afterSeq: z.number().int().nonnegative().nullable().optional(),
+    /** A first page of turns (thread/turns/list) in the response, instead of every turn. */
+    initialTurnsPage: z
+      .object({
+        limit: z.number().int().min(1).max(1000).nullable().optional(),
+        sortDirection: z.enum(["asc", "desc"]).nullable().optional(),
+        itemsView: TurnItemsView.nullable().optional(),
+      })
+      .nullable()
+      .optional(),
   })
   .meta({ id: "ThreadResumeParams" });
 export type ThreadResumeParams = z.infer<typeof ThreadResumeParams>;
@@ -202,6 +246,7 @@ export const ThreadResumeResponse = z
     collaborationMode: z.null(),
     turnsBackwardsCursor: z.string().nullable(),
     itemsBackwardsCursor: z.string().nullable(),
+    initialTurnsPage: z.object({ data: z.array(Turn), nextCursor: z.string().nullable(), backwardsCursor: z.string().nullable() }).nullable(),
   })
   .meta({ id: "ThreadResumeResponse" });
 

@@ -14,6 +14,10 @@ export const TurnStartParams = z
     cwd: z.string().min(1).nullable().optional(),
     approvalPolicy: AskForApproval.nullable().optional(),
     sandboxPolicy: SandboxPolicy.nullable().optional(),
+    /** A permission profile (`:read-only`, `:workspace`, `:danger-full-access`); not with sandboxPolicy. */
+    permissions: z.string().min(1).nullable().optional(),
+    /** Extra writable roots for the workspace sandbox, for this and later turns. */
+    runtimeWorkspaceRoots: z.array(z.string().min(1)).nullable().optional(),
     model: z.string().min(1).nullable().optional(),
     /** Our extension: switch provider for this and later turns. */
     modelProvider: z.string().min(1).nullable().optional(),

@@ -2,6 +2,7 @@
 import type { SandboxPolicy, ThreadStatus } from "../protocol/common.js";
 import type { Thread, ThreadStartResponse, Turn } from "../protocol/thread.js";
 import type { ThreadRecord } from "../store/records.js";
+import { activeProfile } from "./permissions.js";
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -63,6 +64,7 @@ export function settingsResponse(thread: Thread, r: ThreadRecord): ThreadStartRe
     approvalPolicy: r.approvalPolicy,
     approvalsReviewer: "user",
     sandbox: sandboxPolicy(r),
+    activePermissionProfile: activeProfile(r),
     reasoningEffort: r.reasoningEffort,
   };
 }

@@ -7,7 +7,7 @@
  * It knows nothing about JSON-RPC or sockets: subscribers are anything with `notify`.
  */
 import type { TransactionSql } from "postgres";
-import type { AskForApproval, SandboxMode, ThreadStatus } from "../protocol/common.js";
+import type { AskForApproval, SandboxMode, SandboxPolicy, ThreadStatus } from "../protocol/common.js";
 import type { ServerNotificationMethod } from "../protocol/methods.js";
 import type { Thread, ThreadListParams, ThreadStartParams, ThreadStartResponse, Turn } from "../protocol/thread.js";
 import { uuidv7 } from "../ids.js";
@@ -16,6 +16,7 @@ import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "./history.js";
 import { SeqCounter } from "./seq.js";
+import { sandboxModeOf } from "./settings.js";
 import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
 import { settingsResponse, threadView } from "./thread-view.js";
 
@@ -118,7 +119,7 @@ export function decodeCursor(text: string): ThreadCursor | null {
   try {
     const c = JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as ThreadCursor;
     if (
-      (c.key === "created_at" || c.key === "updated_at") &&
+      ["created_at", "updated_at", "recency_at", "section_position"].includes(c.key) &&
       Number.isSafeInteger(c.value) &&
       typeof c.id === "string" &&
       (c.inclusive === undefined || typeof c.inclusive === "boolean")
@@ -137,7 +138,7 @@ export class ThreadRuntime {
 
   constructor(
     readonly store: ThreadStore,
-    private readonly defaults: ThreadDefaults,
+    readonly defaults: ThreadDefaults,
     private readonly cliVersion: string,
     private readonly log: RuntimeLogger,
   ) {}
@@ -273,7 +274,12 @@ export class ThreadRuntime {
 
   // ---- thread operations -------------------------------------------------------------------
 
-  async startThread(p: ThreadStartParams, subscriber: Subscriber, responded?: Promise<void>): Promise<ThreadStartResponse> {
+  /** `source`: the Thread.source label (which kind of client started it, see thread-source.ts). */
+  async startThread(
+    p: ThreadStartParams & { sandboxPolicy?: SandboxPolicy | null; source?: string },
+    subscriber: Subscriber,
+    responded?: Promise<void>,
+  ): Promise<ThreadStartResponse> {
     const now = Date.now();
     const id = uuidv7(now);
     const record: ThreadRecord = {
@@ -292,14 +298,14 @@ export class ThreadRuntime {
       reasoningEffort: null,
       cwd: p.cwd ?? this.defaults.cwd,
       approvalPolicy: p.approvalPolicy ?? this.defaults.approvalPolicy,
-      sandbox: p.sandbox ?? this.defaults.sandbox,
-      sandboxPolicy: null,
+      sandbox: p.sandbox ?? (p.sandboxPolicy ? sandboxModeOf(p.sandboxPolicy) : this.defaults.sandbox),
+      sandboxPolicy: p.sandboxPolicy ?? null,
       baseInstructions: p.baseInstructions ?? null,
       developerInstructions: p.developerInstructions ?? null,
       dynamicTools: p.dynamicTools ?? [],
       config: p.config ?? null,
       cliVersion: this.cliVersion,
-      source: "appServer",
+      source: p.source ?? "appServer",
       systemError: false,
       tokenUsage: null,
       seqReserved: 0,
@@ -359,6 +365,10 @@ export class ThreadRuntime {
       cwds,
       searchTerm: p.searchTerm ? p.searchTerm : null,
       modelProviders: p.modelProviders ?? null,
+      sources: p.sourceKinds && p.sourceKinds.length ? p.sourceKinds : null,
+      // Sub-agents, attachments, sections, projects and originators do not exist here: a filter
+      // on any of them matches no thread.
+      matchesNothing: Boolean(p.parentThreadId || p.ancestorThreadId || p.attachedToThreadId || p.sectionId || p.projectId || p.originators?.length),
       includedIds: p.includedThreadIds ?? null,
       excludedIds: p.excludedThreadIds ?? [],
     });

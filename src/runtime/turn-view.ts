@@ -2,12 +2,14 @@
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnRecord } from "../store/records.js";
+import type { Sql } from "postgres";
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
+/** A truncated turn is not a finished task: Codex clients read `completed` as success (see turn-end.ts). */
 export const statusFor: Record<TurnStopReason, TurnStatus> = {
   finalAnswer: "completed",
-  maxTokens: "completed",
-  maxTurns: "completed",
+  maxTokens: "failed",
+  maxTurns: "failed",
   interrupted: "interrupted",
   error: "failed",
 };
@@ -25,4 +27,36 @@ export function turnView(r: Pick<TurnRecord, "id" | "status" | "stopReason" | "e
     durationMs: r.completedAtMs === null ? null : r.completedAtMs - r.startedAtMs,
     stopReason: r.stopReason,
   };
+}
+
+/**
+ * The Turn that turn/completed carries: Codex 0.171 sends the turn's final items in the `summary`
+ * view (user messages and the final answer), so a client such as `codex exec` needs no
+ * thread/read of the whole thread to print the answer. The items are the turn's stored ones
+ * (every item/completed was committed before the turn ends); if they cannot be read, the turn
+ * goes out without items (`notLoaded`), as before.
+ */
+export async function completedTurnView(
+  r: Parameters<typeof turnView>[0],
+  sql: Sql,
+): Promise<Turn> {
+  try {
+    const rows = await sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${r.id} order by ordinal`;
+    return { ...turnView(r, summaryItems(rows.map((x) => x.payload))), itemsView: "summary" };
+  } catch {
+    return turnView(r, null);
+  }
+}
+
+/**
+ * The `summary` view of a turn's items: what a transcript shows, the user's messages and the
+ * turn's final answer (its last agent message). Tool calls, reasoning and intermediate text are
+ * left to thread/items/list.
+ */
+export function summaryItems(items: readonly ThreadItem[]): ThreadItem[] {
+  let last = -1;
+  items.forEach((i, n) => {
+    if (i.type === "agentMessage") last = n;
+  });
+  return items.filter((i, n) => i.type === "userMessage" || n === last);
 }

@@ -15,6 +15,9 @@ export interface ThreadListQuery {
   cwds: string[] | null;
   searchTerm: string | null;
   modelProviders: string[] | null;
+  /** Thread.source values to keep (null: all). */
+  sources: string[] | null;
+  matchesNothing?: boolean;
   includedIds: string[] | null;
   excludedIds: string[];
 }
@@ -149,7 +152,9 @@ export class ThreadStore {
 
   async listThreads(query: ThreadListQuery): Promise<ThreadListPage> {
     const sql = this.sql;
-    const col = query.sortKey === "updated_at" ? sql`updated_at_ms` : sql`created_at_ms`;
+    // recency_at is the last activity; section_position falls back to it (no thread has a section).
+    const byUpdate = query.sortKey !== "created_at";
+    const col = byUpdate ? sql`updated_at_ms` : sql`created_at_ms`;
     const desc = query.direction === "desc";
     const c = query.cursor;
     const after = c
@@ -170,6 +175,8 @@ export class ThreadStore {
       where archived = ${query.archived} and not ephemeral
         ${query.cwds ? sql`and cwd in ${sql(query.cwds)}` : sql``}
         ${query.modelProviders && query.modelProviders.length > 0 ? sql`and model_provider in ${sql(query.modelProviders)}` : sql``}
+        ${query.sources ? sql`and source in ${sql(query.sources)}` : sql``}
+        ${query.matchesNothing ? sql`and false` : sql``}
         ${query.includedIds ? (query.includedIds.length ? sql`and id in ${sql(query.includedIds)}` : sql`and false`) : sql``}
         ${query.excludedIds.length ? sql`and id not in ${sql(query.excludedIds)}` : sql``}
         ${search}
@@ -180,7 +187,7 @@ export class ThreadStore {
     const page = more ? rows.slice(0, query.limit) : [...rows];
     const pos = (r: ThreadRecord, inclusive?: boolean): ThreadCursor => ({
       key: query.sortKey,
-      value: query.sortKey === "updated_at" ? r.updatedAtMs : r.createdAtMs,
+      value: byUpdate ? r.updatedAtMs : r.createdAtMs,
       id: r.id,
       ...(inclusive ? { inclusive } : {}),
     });

@@ -7,6 +7,9 @@ import { OverloadedError, TurnRequestError } from "../../runtime/turns.js";
 import { ErrorCode } from "../../protocol/jsonrpc.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest, RpcError } from "../errors.js";
+import { PermissionsError, resolveSandbox } from "../../runtime/permissions.js";
+import { CursorError } from "../../runtime/turn-pages.js";
+import { threadSourceFor } from "../../runtime/thread-source.js";
 
 /** Unknown thread ids are answered with -32600 and a message naming the id. */
 export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
@@ -29,6 +32,26 @@ export async function guardTurns<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A cursor or anchor this thread does not have is the client's error: -32602. */
+async function pagesOrInvalid<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof CursorError) throw invalidParams(`Invalid params: ${err.message}`);
+    throw err;
+  }
+}
+
+/** A bad permission profile (unknown, or given with a sandbox) is the client's error: -32602. */
+export function permissionsOrInvalid<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof PermissionsError) throw invalidParams(`Invalid params: ${err.message}`);
+    throw err;
+  }
+}
+
 export function registerThreadHandlers(conn: Connection, app: AppContext): void {
   const { runtime } = app;
 
@@ -40,7 +63,9 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     if (clash) throw invalidParams(`Invalid params: dynamic tool ${clash} has the name of a built-in tool`);
     const dup = names.find((n, i) => names.indexOf(n) !== i);
     if (dup) throw invalidParams(`Invalid params: dynamic tool ${dup} is declared twice`);
-    return runtime.startThread({ ...p, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
+    const sandbox = permissionsOrInvalid(() => resolveSandbox(p, runtime.defaults.sandbox));
+    const source = threadSourceFor(connection.clientName);
+    return runtime.startThread({ ...p, ...sandbox, source, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
   });
 
   conn.handle("thread/read", (p) =>
@@ -88,12 +113,29 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     return { data, nextCursor: more ? data[data.length - 1]! : null };
   });
 
-  conn.handle("thread/resume", (p, { connection, responded }) => guardTurns(() => app.history.resume(p, connection, responded)));
+  conn.handle("thread/resume", (p, { connection, responded }) =>
+    guardTurns(async () => {
+      const current = (await runtime.getRecord(p.threadId)).sandbox;
+      const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
+      // With a first page asked for, the response carries that page instead of every turn.
+      const paged = p.initialTurnsPage ? { excludeTurns: true } : {};
+      const response = await app.history.resume({ ...p, ...sandbox, ...paged }, connection, responded);
+      const initialTurnsPage = p.initialTurnsPage
+        ? await pagesOrInvalid(() => app.pages.listTurns({ threadId: p.threadId, limit: p.initialTurnsPage!.limit, sortDirection: p.initialTurnsPage!.sortDirection, itemsView: p.initialTurnsPage!.itemsView }))
+        : null;
+      return { ...response, initialTurnsPage };
+    }),
+  );
+
+  conn.handle("thread/turns/list", (p) => withThread(() => pagesOrInvalid(() => app.pages.listTurns(p))));
+  conn.handle("thread/items/list", (p) => withThread(() => pagesOrInvalid(() => app.pages.listItems(p))));
 
   conn.handle("thread/fork", (p, { connection, responded }) =>
     guardTurns(async () => {
       if (p.modelProvider && !app.providers.has(p.modelProvider)) throw invalidParams(`unknown modelProvider: ${p.modelProvider}`);
-      return app.history.fork(p, connection, responded);
+      const current = (await runtime.getRecord(p.threadId)).sandbox;
+      const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
+      return app.history.fork({ ...p, ...sandbox }, connection, responded);
     }),
   );
 

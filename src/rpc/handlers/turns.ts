@@ -3,7 +3,8 @@ import type { AppContext } from "../../app-context.js";
 import { UserInputError } from "../../runtime/user-input.js";
 import type { Connection } from "../connection.js";
 import { invalidParams } from "../errors.js";
-import { guardTurns } from "./threads.js";
+import { guardTurns, permissionsOrInvalid } from "./threads.js";
+import { resolveSandbox } from "../../runtime/permissions.js";
 
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   try {
@@ -21,12 +22,15 @@ function checkInputSize(input: unknown, limit: number): void {
 }
 
 export function registerTurnHandlers(conn: Connection, app: AppContext): void {
+  const { runtime } = app;
   conn.handle("turn/start", (p, { connection, responded }) =>
     guarded(async () => {
       checkInputSize(p.input, app.limits.maxInputBytes);
       if (p.modelProvider && !app.providers.has(p.modelProvider))
         throw invalidParams(`unknown modelProvider: ${p.modelProvider} (known: ${[...app.providers.ids()].join(", ")})`);
-      return app.turns.start(p, connection, responded);
+      const current = p.runtimeWorkspaceRoots?.length ? (await runtime.getRecord(p.threadId)).sandbox : runtime.defaults.sandbox;
+      const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
+      return app.turns.start({ ...p, ...sandbox }, connection, responded);
     }),
   );
 

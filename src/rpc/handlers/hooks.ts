@@ -1,0 +1,15 @@
+/**
+ * hooks/list: lifecycle hooks configured per working directory. This server runs no hooks yet, so
+ * every directory has none; the function is its own module so hook support can fill it in
+ * without touching the other start-up answers.
+ */
+export interface HooksListEntry {
+  cwd: string;
+  hooks: unknown[];
+  warnings: string[];
+  errors: unknown[];
+}
+
+export async function listHooks(cwds: string[]): Promise<HooksListEntry[]> {
+  return cwds.map((cwd) => ({ cwd, hooks: [], warnings: [], errors: [] }));
+}
