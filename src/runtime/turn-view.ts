@@ -42,7 +42,12 @@ export async function completedTurnView(
 ): Promise<Turn> {
   try {
     const rows = await sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${r.id} order by ordinal`;
-    return { ...turnView(r, summaryItems(rows.map((x) => x.payload))), itemsView: "summary" };
+    // The turn has ended, so its last agent message is its final answer: say so (Codex's
+    // `phase`), as clients such as `codex exec` look for the final answer by it.
+    const items = summaryItems(rows.map((x) => x.payload)).map((i, n, all) =>
+      i.type === "agentMessage" && i.phase === null && n === all.length - 1 && r.status === "completed" ? { ...i, phase: "final_answer" } : i,
+    );
+    return { ...turnView(r, items), itemsView: "summary" };
   } catch {
     return turnView(r, null);
   }
