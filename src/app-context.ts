@@ -1,5 +1,6 @@
 /** What request handlers need, in one place: built once per server by src/server.ts. */
 import type { ServerLimits } from "./config.js";
+import type { McpManager } from "./mcp/manager.js";
 import type { Logger } from "./log.js";
 import type { Turn } from "./protocol/thread.js";
 import type { Model } from "./protocol/session.js";
@@ -29,6 +30,8 @@ export interface AppContext {
   readonly models: Model[];
   /** Paged turns and items (thread/turns/list, thread/items/list, resume's initialTurnsPage). */
   readonly pages: TurnPages;
+  /** The configured MCP servers and their tools. */
+  readonly mcp: McpManager;
   /** The stored turns of a thread with their items (thread/read includeTurns). */
   turnsOf(threadId: string): Promise<Turn[]>;
 }

@@ -22,7 +22,8 @@ export interface McpToolEntry {
   tool: Tool;
 }
 
-export type ElicitationHandler = (server: string, params: ElicitRequest["params"]) => Promise<ElicitResult>;
+/** Puts an elicitation an MCP server sent in front of the user of the call that caused it. */
+export type ElicitationAsker = (params: ElicitRequest["params"]) => Promise<ElicitResult>;
 
 export interface McpManagerOptions {
   /** The configuration file, or null for none. */
@@ -35,16 +36,23 @@ export interface McpManagerOptions {
 export class McpManager {
   private servers = new Map<string, McpServerConnection>();
   private configs = new Map<string, string>();
-  /** Forwards server-sent elicitations; set by the runtime (declines until then). */
-  elicitation: ElicitationHandler = async () => ({ action: "decline" });
+  /** Who to ask when a server sends an elicitation: the clients of its calls in flight, newest first. */
+  private askers = new Map<string, ElicitationAsker[]>();
   private listeners = new Set<() => void>();
 
   constructor(private readonly opts: McpManagerOptions) {}
 
-  /** Reads the configuration (throws McpConfigError) and starts every server in the background. */
+  private loaded: McpServerConfig[] | null = null;
+
+  /** Reads and checks the configuration (throws McpConfigError); starts nothing yet. */
+  async load(): Promise<void> {
+    this.loaded = (await loadMcpConfig(this.opts.file, this.opts.defaultCwd)).servers;
+  }
+
+  /** Starts every loaded server in the background (reading the configuration first if needed). */
   async start(): Promise<void> {
-    const config = await loadMcpConfig(this.opts.file, this.opts.defaultCwd);
-    this.apply(config.servers);
+    if (this.loaded === null) await this.load();
+    this.apply(this.loaded!);
   }
 
   /** Re-reads the configuration: new servers start, removed ones stop, changed ones restart. */
@@ -85,6 +93,27 @@ export class McpManager {
     return [...this.servers.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
   }
 
+  /**
+   * Runs `fn` (a tool call on `server`) with `asker` as the one to ask if the server sends an
+   * elicitation meanwhile. MCP elicitations carry no call id: the newest call in flight on that
+   * server is the best guess, and with no call in flight the elicitation is declined.
+   */
+  async withAsker<T>(server: string, asker: ElicitationAsker, fn: () => Promise<T>): Promise<T> {
+    const list = this.askers.get(server) ?? [];
+    list.push(asker);
+    this.askers.set(server, list);
+    try {
+      return await fn();
+    } finally {
+      list.splice(list.indexOf(asker), 1);
+    }
+  }
+
+  private elicit(server: string, params: ElicitRequest["params"]): Promise<ElicitResult> {
+    const asker = this.askers.get(server)?.at(-1);
+    return asker ? asker(params) : Promise.resolve({ action: "decline" });
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.servers.values()].map((s) => s.close()));
     this.servers.clear();
@@ -115,7 +144,7 @@ export class McpManager {
         runner: this.opts.runner,
         log: this.opts.log,
         onToolsChanged: () => this.changed(),
-        onElicitation: (server, params) => this.elicitation(server, params),
+        onElicitation: (server, params) => this.elicit(server, params),
       });
       this.servers.set(c.name, conn);
       this.configs.set(c.name, next.get(c.name)!);

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import * as C from "./client-setup.js";
+import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
 import * as S from "./session.js";
@@ -44,6 +45,10 @@ export const clientRequests = {
   "collaborationMode/list": { params: C.CollaborationModeListParams, result: C.CollaborationModeListResponse },
   "plugin/installed": { params: C.PluginInstalledParams, result: C.PluginInstalledResponse },
   "permissionProfile/list": { params: C.PermissionProfileListParams, result: C.PermissionProfileListResponse },
+  "mcpServerStatus/list": { params: M.ListMcpServerStatusParams, result: M.ListMcpServerStatusResponse },
+  "config/mcpServer/reload": { params: M.McpServerRefreshParams, result: M.McpServerRefreshResponse },
+  "mcpServer/tool/call": { params: M.McpServerToolCallParams, result: M.McpServerToolCallResponse },
+  "mcpServer/resource/read": { params: M.McpResourceReadParams, result: M.McpResourceReadResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;
@@ -82,4 +87,5 @@ export const serverRequests = {
   "item/commandExecution/requestApproval": { params: X.CommandExecutionRequestApprovalParams, result: X.CommandExecutionRequestApprovalResponse },
   "item/fileChange/requestApproval": { params: X.FileChangeRequestApprovalParams, result: X.FileChangeRequestApprovalResponse },
   "item/tool/call": { params: X.DynamicToolCallParams, result: X.DynamicToolCallResponse },
+  "mcpServer/elicitation/request": { params: M.McpServerElicitationRequestParams, result: M.McpServerElicitationRequestResponse },
 } as const;

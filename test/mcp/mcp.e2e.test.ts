@@ -1,0 +1,194 @@
+// @needs-os-sandbox: runs MCP stdio servers in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
+/**
+ * MCP servers as tools, end to end over a real WebSocket with the mock model (openai provider):
+ * offered to the model as mcp__<server>__<tool>, calls as mcpToolCall items, approvals through
+ * mcpServer/elicitation/request under `untrusted` (accept once, for the session, decline),
+ * read-only tools unasked, elicitations from the MCP server forwarded, a stable tool list across
+ * turns / resume / restart, a crashed server, and the client methods (status, call, resource, reload).
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BACKENDS, freshDatabase, type TestDatabase } from "../support/db.js";
+import { RpcError, TestClient } from "../support/client.js";
+import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
+import { REPO_ROOT } from "../support/process.js";
+import { startServerOn, type TestServer } from "../support/server.js";
+import { toolResultTexts } from "../support/approvals.js";
+import { mockProviders, text, turnCompleted } from "../support/turns.js";
+import { itemsCompleted, itemsStarted } from "../support/wire.js";
+
+const FIXTURE = path.join(REPO_ROOT, "test", "fixtures", "mcp-test-server.mjs");
+const ELICIT = "mcpServer/elicitation/request";
+const backend = BACKENDS[BACKENDS.length - 1]!;
+
+let dir: string;
+let db: TestDatabase | undefined;
+let mock: MockModelServer | undefined;
+let ts: TestServer | undefined;
+let client: TestClient | undefined;
+
+beforeEach(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), "aas-mcp-e2e-"));
+  db = await freshDatabase(backend);
+  mock = await startMockModelServer();
+});
+afterEach(async () => {
+  await client?.close();
+  await ts?.close();
+  await mock?.close();
+  await db?.cleanup();
+  rmSync(dir, { recursive: true, force: true });
+  client = ts = mock = db = undefined;
+});
+
+const configFile = () => path.join(dir, "mcp.json");
+function writeConfig(servers: Record<string, unknown> = { test: { command: process.execPath, args: [FIXTURE], cwd: dir } }) {
+  writeFileSync(configFile(), JSON.stringify({ mcpServers: servers }));
+}
+
+async function start(reopen = false) {
+  ts = await startServerOn(db!, { modelProvider: "openai", model: "mock-model", providers: mockProviders(mock!), mcpConfig: configFile(), cwd: dir }, reopen);
+  client = await TestClient.initialized(ts.url);
+  await ts.server.app.mcp.settled();
+}
+
+async function turn(threadId: string, ...steps: Parameters<MockModelServer["enqueue"]>) {
+  mock!.enqueue(...steps);
+  const { turn } = await client!.request("turn/start", { threadId, input: text("go") });
+  return (await turnCompleted(client!, turn.id, 30_000)).params.turn;
+}
+
+const toolNames = (n: number) => (mock!.requests[n]!.body.tools as Array<{ name: string }>).map((t) => t.name);
+const toolsJson = (n: number) => JSON.stringify(mock!.requests[n]!.body.tools);
+
+describe("MCP tools in turns", () => {
+  it("offers the tools sorted after the built-ins' rules; a read-only tool runs unasked as an mcpToolCall item", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "untrusted" })).thread.id;
+    const asked: unknown[] = [];
+    client!.onServerRequest(ELICIT, (p) => (asked.push(p), { action: "decline", content: null }));
+    const done = await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "hi" } }] }, { text: "done" });
+    expect(done.status).toBe("completed");
+    const names = toolNames(0);
+    expect(names).toEqual(expect.arrayContaining(["shell", "mcp__test__echo", "mcp__test__write_note", "mcp__test__filler_03"]));
+    const mcpNames = names.filter((n) => n.startsWith("mcp__"));
+    expect(mcpNames).toEqual([...mcpNames].sort());
+    expect(asked).toEqual([]);
+    const [started] = itemsStarted(client!, "mcpToolCall");
+    expect(started).toMatchObject({ type: "mcpToolCall", server: "test", tool: "echo", arguments: { text: "hi" }, status: "inProgress", readOnlyHint: true });
+    const [item] = itemsCompleted(client!, "mcpToolCall");
+    expect(item).toMatchObject({ status: "completed", result: { content: [{ type: "text", text: "echo: hi" }], structuredContent: { echoed: "hi" } }, error: null });
+    expect(item.durationMs).toBeGreaterThanOrEqual(0);
+    expect(toolResultTexts(mock!, "openai", 1).at(-1)).toBe("echo: hi");
+  });
+
+  it("untrusted: a tool without the read-only hint asks; accept runs it once, decline does not, the session choice is remembered", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "untrusted" })).thread.id;
+    const answers = [
+      { action: "accept", content: { decision: "Approve Once" } },
+      { action: "decline", content: null },
+      { action: "accept", content: { decision: "Approve this Session" } },
+    ];
+    const asked: any[] = [];
+    client!.onServerRequest(ELICIT, (p) => (asked.push(p), answers.shift()));
+    const note = (name: string) => ({ toolCalls: [{ name: "mcp__test__write_note", arguments: { name, text: name } }] });
+    await turn(threadId, note("once.txt"), note("declined.txt"), note("session.txt"), note("unasked.txt"), { text: "done" });
+
+    expect(asked).toHaveLength(3);
+    expect(asked[0]).toMatchObject({ threadId, serverName: "test", mode: "form", message: expect.stringContaining('"write_note"') });
+    expect(readFileSync(path.join(dir, "once.txt"), "utf8")).toBe("once.txt");
+    expect(existsSync(path.join(dir, "declined.txt"))).toBe(false);
+    expect(existsSync(path.join(dir, "session.txt"))).toBe(true);
+    expect(existsSync(path.join(dir, "unasked.txt"))).toBe(true);
+    expect(itemsCompleted(client!, "mcpToolCall").map((i) => i.status)).toEqual(["completed", "failed", "completed", "completed"]);
+    expect(toolResultTexts(mock!, "openai", 2).at(-1)).toMatch(/declined this MCP tool call; it was not run/);
+  });
+
+  it("forwards an elicitation the MCP server sends during a call to the thread's clients", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    const asked: any[] = [];
+    client!.onServerRequest(ELICIT, (p) => (asked.push(p), { action: "accept", content: { answer: "forty-two" } }));
+    await turn(threadId, { toolCalls: [{ name: "mcp__test__ask", arguments: { question: "What is the answer?" } }] }, { text: "done" });
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatchObject({ threadId, serverName: "test", mode: "form", message: "What is the answer?" });
+    expect(toolResultTexts(mock!, "openai", 1).at(-1)).toBe('elicitation: accept {"answer":"forty-two"}');
+  });
+
+  it("the tool list is byte-identical across turns, a thread/resume and a restart", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    await turn(threadId, { text: "one" });
+    await turn(threadId, { text: "two" });
+    await client!.close();
+    await ts!.close();
+    await start(true);
+    await client!.request("thread/resume", { threadId });
+    await turn(threadId, { text: "three" });
+    expect(toolsJson(1)).toBe(toolsJson(0));
+    expect(toolsJson(2)).toBe(toolsJson(0));
+  });
+
+  it("a server that crashes or never starts: the model gets a clear error, the other tools keep working", async () => {
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir }, broken: { command: "no-such-mcp-server-xyz", cwd: dir } });
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    const done = await turn(
+      threadId,
+      { toolCalls: [{ name: "mcp__test__crash", arguments: {} }] },
+      { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "after" } }] },
+      { toolCalls: [{ name: "shell", arguments: { command: "echo still-works" } }] },
+      { text: "done" },
+    );
+    expect(done.status).toBe("completed");
+    expect(toolNames(0).some((n) => n.startsWith("mcp__broken__"))).toBe(false);
+    const afterCrash = toolResultTexts(mock!, "openai", 2).at(-1)!;
+    // Either restarted in time (echo works) or a clear error naming the tool — never a hang or a failed turn.
+    expect(afterCrash).toMatch(/^(echo: after|MCP tool test\/echo failed: .+)$/);
+    expect(toolResultTexts(mock!, "openai", 3).at(-1)).toContain("still-works");
+  });
+});
+
+describe("MCP client methods", () => {
+  it("mcpServerStatus/list, mcpServer/tool/call, mcpServer/resource/read, config/mcpServer/reload", async () => {
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir }, broken: { command: "no-such-mcp-server-xyz", cwd: dir } });
+    await start();
+    const status = await client!.request("mcpServerStatus/list", {});
+    expect(status.nextCursor).toBeNull();
+    const byName = Object.fromEntries(status.data.map((s: any) => [s.name, s]));
+    expect(byName.test).toMatchObject({ runtimeStatus: "connected", toolsError: null, serverInfo: { name: "mcp-test-server", version: "1.0.0" } });
+    expect(Object.keys(byName.test.tools)).toContain("echo");
+    expect(byName.test.resources).toEqual([expect.objectContaining({ uri: "test://greeting" })]);
+    expect(byName.broken).toMatchObject({ runtimeStatus: "failed", toolsError: expect.stringMatching(/command not found/) });
+
+    const threadId = (await client!.request("thread/start", {})).thread.id;
+    const called = await client!.request("mcpServer/tool/call", { threadId, server: "test", tool: "echo", arguments: { text: "direct" } });
+    expect(called).toMatchObject({ content: [{ type: "text", text: "echo: direct" }], structuredContent: { echoed: "direct" } });
+    const bad = await client!.request("mcpServer/tool/call", { threadId, server: "nope", tool: "echo" }).catch((e) => e);
+    expect(bad).toBeInstanceOf(RpcError);
+    expect(bad.code).toBe(-32602);
+    const read = await client!.request("mcpServer/resource/read", { server: "test", uri: "test://greeting" });
+    expect(read).toEqual({ contents: [{ uri: "test://greeting", mimeType: "text/plain", text: "resource test://greeting" }], originCallId: null });
+
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir } });
+    expect(await client!.request("config/mcpServer/reload")).toEqual({});
+    expect((await client!.request("mcpServerStatus/list", {})).data.map((s: any) => s.name)).toEqual(["test"]);
+    writeFileSync(configFile(), "{ nope");
+    const reloadError = await client!.request("config/mcpServer/reload").catch((e) => e);
+    expect(reloadError.code).toBe(-32600);
+    expect(reloadError.message).toMatch(/mcp\.json is not valid JSON/);
+  });
+
+  it("an invalid configuration stops the start with the file and the field named", async () => {
+    writeFileSync(configFile(), JSON.stringify({ mcpServers: { x: { command: "a", argz: [] } } }));
+    const err = await startServerOn(db!, { modelProvider: "openai", model: "mock-model", providers: mockProviders(mock!), mcpConfig: configFile() }).catch((e) => e);
+    expect(err.message).toMatch(/invalid MCP configuration in .*mcp\.json: mcpServers\.x/);
+  });
+});
