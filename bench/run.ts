@@ -7,7 +7,7 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,threads,list,turns,durability,load
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,load
  *                               phases/groups to run (default all); turns, durability and load each
  *                               get a fresh throwaway database (PGlite: a fresh home)
  *   --load-pglite               also run the load group on PGlite (default: Postgres only)
@@ -38,6 +38,7 @@ import { groupTurns, rssRows, statementRows, turnsTables } from "./groups/turns.
 import { durabilityTables, groupDurability } from "./groups/durability.js";
 import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
 import { groupSandbox } from "./groups/sandbox.js";
+import { groupMcp } from "./groups/mcp.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import { countThreads, explainList, explainRecovery, middleCursor, SEARCH_COMMON, SEARCH_NONE, seedThreads, seedTurns, type ExplainResult } from "./lib/seed.js";
 import { fmtMs, summarize } from "./lib/stats.js";
@@ -55,7 +56,7 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "threads", "list", "turns", "durability", "load"];
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "load"];
 const GROUPS = ["turns", "durability", "load"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
@@ -644,6 +645,7 @@ async function main(): Promise<void> {
 
   if (PHASES.has("ready")) await phaseFloor();
   if (PHASES.has("sandbox")) await groupSandbox(APP, QUICK ? 20 : 200, { latency, memory, notes });
+  if (PHASES.has("mcp")) await groupMcp(APP, QUICK ? 50 : 500, { latency, memory, notes });
 
   let pgReachable: string | undefined;
   for (const name of BACKENDS) {

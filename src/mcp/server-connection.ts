@@ -81,7 +81,17 @@ export class McpServerConnection {
 
   async callTool(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
     const client = await this.ready();
-    return (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: 24 * 3600_000 })) as CallToolResult;
+    // The SDK leaves its abort listener on the signal it is given; a turn's signal serves many
+    // calls, so each call gets its own signal, linked to the turn's for as long as it runs.
+    const call = new AbortController();
+    const abort = () => call.abort(signal.reason);
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
+    try {
+      return (await client.callTool({ name: tool, arguments: args }, undefined, { signal: call.signal, timeout: 24 * 3600_000 })) as CallToolResult;
+    } finally {
+      signal.removeEventListener("abort", abort);
+    }
   }
 
   async readResource(uri: string): Promise<ReadResourceResult> {
