@@ -313,12 +313,12 @@ describe.each(PROVIDERS)("turn control with %s", (provider) => {
       });
       g.open();
       const done = (await turnCompleted(client, turn.id)).params.turn;
-      expect(done).toMatchObject({ status: "completed", stopReason: "maxTokens" });
+      expect(done).toMatchObject({ status: "failed", stopReason: "maxTokens" });
       // Accepted input is recorded in the turn it was accepted into...
       const users = itemsCompleted(client, "userMessage");
       expect(users.map((u) => u.clientId)).toEqual([null, "late-steer"]);
       const seq = methodSequence(client, threadId);
-      expect(seq.slice(-4)).toEqual(["item/started:userMessage", "item/completed:userMessage", "thread/status/changed", "turn/completed"]);
+      expect(seq.slice(-5)).toEqual(["item/started:userMessage", "item/completed:userMessage", "error", "thread/status/changed", "turn/completed"]);
       const read = await client.request("thread/read", { threadId, includeTurns: true });
       expect(read.thread.turns[0].items.map((i: any) => i.type)).toEqual(["userMessage", "agentMessage", "userMessage"]);
       // ...and reaches the model with the next turn, before that turn's own input.

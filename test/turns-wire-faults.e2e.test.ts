@@ -69,7 +69,7 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
     expect(h.mock.requests).toHaveLength(2);
   });
 
-  it("a stream cut halfway: the partial item completes with what arrived, a new item carries the retried answer", async () => {
+  it("a stream cut halfway: the partial item is voided (completed empty), a new item carries the retried answer", async () => {
     h.mock.enqueue({ text: ["Hel", "lo ", "world"], cutAfterEvents: afterFirstTextDelta(provider) }, { text: ["Hello", " again"] });
     const turn = await runTurn("hi");
     expect(turn).toMatchObject({ status: "completed", stopReason: "finalAnswer", error: null });
@@ -83,7 +83,9 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
       ...END,
     ]);
     const [partial, retried] = itemsCompleted(client, "agentMessage");
-    expect(partial.text).toBe("Hel");
+    // A failed attempt's output is void: item/completed (authoritative) retracts the deltas shown.
+    expect(partial.text).toBe("");
+    expect(itemsCompleted(client, "agentMessage").filter((i) => i.text.includes("Hel") && i.text !== "Hello again")).toEqual([]);
     expect(retried.text).toBe("Hello again");
     expect(retried.id).not.toBe(partial.id);
     expect(errors()).toEqual([
@@ -92,11 +94,11 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
     // The partial answer never reaches the model's history: the retry is the same request again.
     expect(h.mock.requests).toHaveLength(2);
     expect(h.mock.requests[1]!.rawBody).toBe(h.mock.requests[0]!.rawBody);
-    // The record holds both items as the client saw them.
+    // The record holds both items as the client has them after item/completed.
     const read = await client.request("thread/read", { threadId, includeTurns: true });
     expect(read.thread.turns[0].items.map((i: any) => [i.type, i.text ?? null])).toEqual([
       ["userMessage", null],
-      ["agentMessage", "Hel"],
+      ["agentMessage", ""],
       ["agentMessage", "Hello again"],
     ]);
     expectSeqIncreasing(client, threadId);
@@ -116,7 +118,7 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
       ...END,
     ]);
     expect(errors()).toEqual([expect.objectContaining({ willRetry: true })]);
-    expect(itemsCompleted(client, "agentMessage").map((i) => i.text)).toEqual(["Hel", "clean"]);
+    expect(itemsCompleted(client, "agentMessage").map((i) => i.text)).toEqual(["", "clean"]);
     expect(h.mock.requests).toHaveLength(2);
   });
 
@@ -125,7 +127,7 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
     const turn = await runTurn("hi");
     expect(turn.status).toBe("completed");
     expect(errors()).toEqual([expect.objectContaining({ willRetry: true })]);
-    expect(itemsCompleted(client, "agentMessage").map((i) => i.text)).toEqual(["Hel", "fine"]);
+    expect(itemsCompleted(client, "agentMessage").map((i) => i.text)).toEqual(["", "fine"]);
   });
 
   it("exhausted retries: every attempt announced, the last with willRetry false, the turn fails", async () => {
@@ -252,7 +254,7 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
     expect(retried).toContain("a very long prompt");
   });
 
-  it("maxTokens: completes with stopReason maxTokens and a truncation note; the truncated tool call is never sent", async () => {
+  it("maxTokens: the turn is failed (not completed: Codex clients read that as success) with stopReason maxTokens and a truncation error; the truncated tool call is never sent", async () => {
     const asked: unknown[] = [];
     client.onServerRequest("item/tool/call", (p) => {
       asked.push(p);
@@ -260,10 +262,11 @@ describe.each(PROVIDERS)("provider faults with %s", (provider) => {
     });
     h.mock.enqueue({ text: ["Let me look", " that up"], toolCalls: [{ name: "lookup", arguments: { key: "k" } }], stop: "maxTokens" });
     const turn = await runTurn("look it up");
-    expect(turn).toMatchObject({ status: "completed", stopReason: "maxTokens" });
-    expect(turn.error).toMatchObject({ codexErrorInfo: null });
+    expect(turn).toMatchObject({ status: "failed", stopReason: "maxTokens" });
+    expect(turn.error).toMatchObject({ codexErrorInfo: "other" });
     expect(turn.error.message).toMatch(/cut off|truncat/i);
-    expect(wireSequence(client, threadId)).toEqual([...OPENING, ...ANSWER, ...END]);
+    expect(wireSequence(client, threadId)).toEqual([...OPENING, ...ANSWER, "error", ...END]);
+    expect(errors()).toEqual([expect.objectContaining({ willRetry: false, error: expect.objectContaining({ message: turn.error.message }) })]);
     expect(asked).toEqual([]);
     expect(itemsStarted(client, "dynamicToolCall")).toEqual([]);
     expect(itemsCompleted(client, "agentMessage").map((i) => i.text)).toEqual(["Let me look that up"]);

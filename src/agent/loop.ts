@@ -6,21 +6,31 @@
  *
  * 1. content decides whether to continue (tool calls in the finished message), never the stop reason;
  * 2. results are appended after their assistant message, in call order, paired by call id;
- * 3. tool-call/result pairs are repaired before each model call;
+ * 3. tool-call/result pairs are repaired before each model call (truthfully: a call recorded as
+ *    started gets "outcome unknown", only one that never started "not executed");
  * 4. final answer, truncation (max tokens: tool calls are NOT run), budget (max model calls),
  *    interrupt and error are distinct stop reasons;
  * 5. transient failures are retried with backoff honouring Retry-After; 400/401/403/404 and user
  *    cancels are not; a retry repeats only the model call, never a tool;
- * 6. context overflow calls the compaction hook once, then fails;
+ * 6. context overflow calls the compaction hook (once per model call), then fails; a model that
+ *    ends with open plan steps is reminded once per turn (the stop-guard);
  * 7. consecutive read-only tools run concurrently (bounded); anything else runs alone, in order;
  * 8. steering input is injected before the next model call and cancels tools not yet started;
  * 9. it always returns exactly one result (the caller's single terminal event), even on a bug.
+ *
+ * The loop owns the turn's history: it starts from `config.history` and every message it appends
+ * is reported by exactly one event (assistantMessage, toolResult, steered, reminded); `compacted`
+ * reports a replacement. The caller persists those and keeps no copy of its own in step.
  */
-import { addUsage, emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type ToolResultMessage, type Usage, type UserMessage } from "./messages.js";
+import { addUsage, emptyUsage, type AssistantMessage, type DeveloperMessage, type Message, type ToolCallBlock, type ToolResultMessage, type Usage, type UserMessage } from "./messages.js";
+import { openPlanSteps, planReminder } from "./plan-guard.js";
 import { repairToolPairs, syntheticResult } from "./repair.js";
 import { retryDelayMs, sleep, type RetryPolicy } from "./retry.js";
-import type { LoopTool, ToolOutcome } from "./tools.js";
+import { runToolCalls } from "./tool-calls.js";
+import type { LoopTool } from "./tools.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "../providers/types.js";
+
+export { INTERRUPTED_RESULT, NOT_RERUN_RESULT, STEERED_RESULT } from "./tool-calls.js";
 
 export type LoopStopReason = "finalAnswer" | "maxTokens" | "maxTurns" | "interrupted" | "error";
 
@@ -29,14 +39,16 @@ export type LoopEvent =
   | { type: "modelCallStart"; call: number; attempt: number }
   /** A streamed delta of the current attempt. */
   | { type: "stream"; event: Exclude<ProviderStreamEvent, { type: "done" }> }
-  /** The current attempt failed; anything it streamed is void. */
-  | { type: "modelCallFailed"; error: ProviderError; willRetry: boolean; retryInMs: number | null }
+  /** The current attempt failed; anything it streamed is void. `attempt` is 0-based. */
+  | { type: "modelCallFailed"; error: ProviderError; willRetry: boolean; retryInMs: number | null; attempt: number; maxRetries: number }
   /** A finished assistant message, appended to the history. */
   | { type: "assistantMessage"; message: AssistantMessage; stopReason: ProviderStopReason; usage: Usage }
   /** One tool result, appended to the history (emitted in call order). */
   | { type: "toolResult"; result: ToolResultMessage; call: ToolCallBlock }
-  /** Steering input injected into the history before the next model call. */
+  /** Steering input appended to the history before the next model call. */
   | { type: "steered"; messages: UserMessage[] }
+  /** The plan stop-guard's reminder, appended to the history. */
+  | { type: "reminded"; message: DeveloperMessage }
   /** The history was replaced by a compacted one (context overflow). */
   | { type: "compacted"; history: Message[] };
 
@@ -62,6 +74,10 @@ export interface LoopConfig {
   /** Bound on concurrently running read-only tools. */
   maxParallelTools: number;
   signal: AbortSignal;
+  /** Calls the host recorded as started (their repaired result says "outcome unknown"). */
+  startedCalls?: ReadonlySet<string>;
+  /** Remind the model once per turn when it ends with open plan steps (default on). */
+  planStopGuard?: boolean;
   /**
    * Resuming a turn a previous process left waiting (on an approval): the last assistant
    * message's calls that have no result yet, run before the first model call. Calls in
@@ -70,8 +86,6 @@ export interface LoopConfig {
    */
   resumeToolCalls?: { calls: ToolCallBlock[]; notRerun: ReadonlySet<string> };
 }
-
-export const NOT_RERUN_RESULT = "Tool call was interrupted by a server restart while it ran; it was not run again. Check its effects before retrying.";
 
 export interface LoopResult {
   stopReason: LoopStopReason;
@@ -83,9 +97,8 @@ export interface LoopResult {
   usage: Usage;
 }
 
-export const INTERRUPTED_RESULT = "Tool call was not executed: the user interrupted the turn.";
-export const STEERED_RESULT = "Tool call was not executed: the user sent new input before it started.";
 export const TRUNCATED_RESULT = "Tool call was not executed: the model's output was cut off by the token limit.";
+export const TRUNCATED_NOTE = "The model's output was cut off by the output token limit; the answer is incomplete.";
 
 const toolCallsOf = (m: AssistantMessage) => m.content.filter((b): b is ToolCallBlock => b.type === "toolCall");
 
@@ -98,22 +111,27 @@ function asProviderError(err: unknown, signal: AbortSignal): ProviderError {
 export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promise<LoopResult> {
   let usage = emptyUsage();
   let modelCalls = 0;
-  const result = (stopReason: LoopStopReason, error: Error | null = null, note: string | null = null): LoopResult => ({
-    stopReason,
-    error,
-    note,
-    modelCalls,
-    usage,
-  });
+  const result = (stopReason: LoopStopReason, error: Error | null = null, note: string | null = null): LoopResult => ({ stopReason, error, note, modelCalls, usage });
   try {
     let history: Message[] = [...config.history];
+    /** Where this turn's own messages start (the stop-guard reads the plan from them). */
+    let turnStart = history.length;
     const { signal } = config;
-    let compacted = false;
+    let reminded = false;
+    const tools = {
+      tools: config.tools,
+      maxParallelTools: config.maxParallelTools,
+      signal,
+      hasSteering: () => hooks.hasSteering(),
+      appendResult: async (r: ToolResultMessage, call: ToolCallBlock) => {
+        history.push(r);
+        await hooks.emit({ type: "toolResult", result: r, call });
+      },
+    };
 
     if (config.resumeToolCalls) {
       const { calls, notRerun } = config.resumeToolCalls;
-      const ended = await runToolCalls(config, hooks, calls, history, notRerun);
-      if (ended === "interrupted") return result("interrupted");
+      if ((await runToolCalls(tools, calls, notRerun)) === "interrupted") return result("interrupted");
     }
 
     for (;;) {
@@ -124,15 +142,16 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
         await hooks.emit({ type: "steered", messages: steer });
       }
       if (modelCalls >= config.maxModelCalls) {
-        return result("maxTurns", null, `Stopped after ${modelCalls} model calls (the per-turn limit).`);
+        return result("maxTurns", null, `Stopped after ${modelCalls} model calls (the per-turn limit); the task may be unfinished.`);
       }
 
       // ---- one model call, with retries ----
       let done: Extract<ProviderStreamEvent, { type: "done" }> | null = null;
+      let compactedThisCall = false;
       for (let attempt = 0; done === null; attempt++) {
         await hooks.emit({ type: "modelCallStart", call: modelCalls, attempt });
         try {
-          const request: ModelRequest = { ...config.request, messages: repairToolPairs(history) };
+          const request: ModelRequest = { ...config.request, messages: repairToolPairs(history, config.startedCalls) };
           for await (const event of config.provider.stream(request, signal)) {
             if (event.type === "done") done = event;
             else await hooks.emit({ type: "stream", event });
@@ -144,24 +163,28 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
           // fails with the original error (the outer catch).
           if (!(raw instanceof ProviderError) && !signal.aborted) throw raw;
           const error = asProviderError(raw, signal);
+          const failed = (willRetry: boolean, retryInMs: number | null) =>
+            hooks.emit({ type: "modelCallFailed", error, willRetry, retryInMs, attempt, maxRetries: config.retry.maxRetries });
           if (error.kind === "aborted") {
-            await hooks.emit({ type: "modelCallFailed", error, willRetry: false, retryInMs: null });
+            await failed(false, null);
             return result("interrupted");
           }
-          if (error.kind === "contextOverflow" && !compacted && hooks.compact) {
-            compacted = true;
-            await hooks.emit({ type: "modelCallFailed", error, willRetry: true, retryInMs: 0 });
+          if (error.kind === "contextOverflow" && !compactedThisCall && hooks.compact) {
+            compactedThisCall = true;
+            await failed(true, 0);
             const smaller = await hooks.compact(history, signal);
             if (signal.aborted) return result("interrupted");
             if (smaller) {
               history = smaller;
+              turnStart = Math.min(turnStart, history.length);
               await hooks.emit({ type: "compacted", history: smaller });
+              attempt--; // compaction is not a retry of a transient failure
               continue;
             }
           }
           const willRetry = error.retryable && attempt < config.retry.maxRetries;
           const retryInMs = willRetry ? retryDelayMs(config.retry, attempt + 1, error.retryAfterMs) : null;
-          await hooks.emit({ type: "modelCallFailed", error, willRetry, retryInMs });
+          await failed(willRetry, retryInMs);
           if (!willRetry) return result("error", error);
           try {
             await sleep(retryInMs!, signal);
@@ -179,81 +202,28 @@ export async function runAgentLoop(config: LoopConfig, hooks: LoopHooks): Promis
       const calls = toolCallsOf(message);
       if (done.stopReason === "maxTokens") {
         // Never run tool calls from a truncated message; record why they did not run.
-        for (const call of calls) {
-          const r = syntheticResult(call, TRUNCATED_RESULT);
-          history.push(r);
-          await hooks.emit({ type: "toolResult", result: r, call });
-        }
-        return result("maxTokens", null, "The model's output was cut off by the output token limit; the answer is incomplete.");
+        for (const call of calls) await tools.appendResult(syntheticResult(call, TRUNCATED_RESULT), call);
+        return result("maxTokens", null, TRUNCATED_NOTE);
       }
       if (calls.length === 0) {
         if (hooks.hasSteering()) continue; // input arrived while the model was answering
+        if (config.planStopGuard !== false && !reminded) {
+          const open = openPlanSteps(history.slice(turnStart));
+          if (open.length > 0) {
+            reminded = true;
+            const reminder = planReminder(open);
+            history.push(reminder);
+            await hooks.emit({ type: "reminded", message: reminder });
+            continue;
+          }
+        }
         return result("finalAnswer");
       }
-
-      const ended = await runToolCalls(config, hooks, calls, history);
-      if (ended === "interrupted") return result("interrupted");
+      if ((await runToolCalls(tools, calls)) === "interrupted") return result("interrupted");
     }
   } catch (err) {
     // Whatever threw after a user interrupt (a hook rejecting on the signal) is the interrupt.
     if (config.signal.aborted) return result("interrupted");
     return result("error", err instanceof Error ? err : new Error(String(err)));
-  }
-}
-
-/**
- * Runs one assistant message's tool calls: consecutive read-only calls concurrently (bounded),
- * others alone; results appended and emitted in call order.
- */
-async function runToolCalls(
-  config: LoopConfig,
-  hooks: LoopHooks,
-  calls: ToolCallBlock[],
-  history: Message[],
-  notRerun: ReadonlySet<string> = new Set(),
-): Promise<"continue" | "interrupted"> {
-  const { signal, tools } = config;
-  let endTurn = false;
-  let i = 0;
-  while (i < calls.length) {
-    // A group: one write call, or a run of consecutive read-only calls.
-    const first = tools.get(calls[i]!.name);
-    let j = i + 1;
-    if (first?.readOnly && !notRerun.has(calls[i]!.id))
-      while (j < calls.length && j - i < config.maxParallelTools && tools.get(calls[j]!.name)?.readOnly && !notRerun.has(calls[j]!.id)) j++;
-    const group = calls.slice(i, j);
-    i = j;
-
-    let outcomes: ToolResultMessage[];
-    if (group.every((c) => notRerun.has(c.id))) {
-      outcomes = group.map((c) => syntheticResult(c, NOT_RERUN_RESULT));
-    } else if (signal.aborted || endTurn) {
-      outcomes = group.map((c) => syntheticResult(c, INTERRUPTED_RESULT));
-    } else if (hooks.hasSteering()) {
-      outcomes = group.map((c) => syntheticResult(c, STEERED_RESULT));
-    } else {
-      outcomes = await Promise.all(
-        group.map(async (call) => {
-          const outcome = await executeOne(tools.get(call.name), call, signal);
-          if (outcome.endTurn) endTurn = true;
-          return { role: "toolResult", toolCallId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError } satisfies ToolResultMessage;
-        }),
-      );
-    }
-    for (let k = 0; k < group.length; k++) {
-      history.push(outcomes[k]!);
-      await hooks.emit({ type: "toolResult", result: outcomes[k]!, call: group[k]! });
-    }
-  }
-  return signal.aborted || endTurn ? "interrupted" : "continue";
-}
-
-async function executeOne(tool: LoopTool | undefined, call: ToolCallBlock, signal: AbortSignal): Promise<ToolOutcome> {
-  if (!tool) return { content: [{ type: "text", text: `Unknown tool: ${call.name}` }], isError: true };
-  try {
-    return await tool.execute(call, signal);
-  } catch (err) {
-    // A tool bug becomes a result the model can read; the turn goes on.
-    return { content: [{ type: "text", text: `Tool ${call.name} failed: ${err instanceof Error ? err.message : String(err)}` }], isError: true };
   }
 }

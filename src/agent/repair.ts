@@ -7,16 +7,22 @@
 import type { Message, ToolCallBlock, ToolResultMessage } from "./messages.js";
 
 export const NOT_EXECUTED = "Tool call was not executed: the turn ended before it ran.";
+/** For a call recorded as started: it may have run (a command, a client's tool), so nothing is claimed. */
+export const OUTCOME_UNKNOWN = "Tool call was interrupted; its outcome is unknown: it had started and may have taken effect. Check before retrying.";
 
 export function syntheticResult(call: ToolCallBlock, text = NOT_EXECUTED): ToolResultMessage {
   return { role: "toolResult", toolCallId: call.id, toolName: call.name, content: [{ type: "text", text }], isError: true };
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 /**
  * Returns a history where every assistant tool call is followed (before the next non-result
- * message) by exactly one result, in call order, and no result lacks its call.
+ * message) by exactly one result, in call order, and no result lacks its call. A missing result
+ * tells the truth: "not executed" only for a call that never started; a call in `started`
+ * (recorded as started by the host, e.g. before a crash) gets OUTCOME_UNKNOWN.
  */
-export function repairToolPairs(messages: readonly Message[]): Message[] {
+export function repairToolPairs(messages: readonly Message[], started: ReadonlySet<string> = NONE): Message[] {
   const out: Message[] = [];
   let i = 0;
   while (i < messages.length) {
@@ -35,7 +41,7 @@ export function repairToolPairs(messages: readonly Message[]): Message[] {
       if (!results.has(r.toolCallId)) results.set(r.toolCallId, r);
       i++;
     }
-    for (const call of calls) out.push(results.get(call.id) ?? syntheticResult(call));
+    for (const call of calls) out.push(results.get(call.id) ?? syntheticResult(call, started.has(call.id) ? OUTCOME_UNKNOWN : NOT_EXECUTED));
   }
   return out;
 }

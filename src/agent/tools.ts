@@ -17,3 +17,16 @@ export interface LoopTool {
 }
 
 export const textOutcome = (text: string, isError = false): ToolOutcome => ({ content: [{ type: "text", text }], isError });
+
+/**
+ * A failure of the host around a tool (recording its item, publishing, the approval bookkeeping),
+ * not of the tool. It is never turned into a tool result: the side effect may have happened, and
+ * telling the model "the tool failed" would make it run it again (DESIGN.md §4). The loop ends
+ * the turn with it instead.
+ */
+export class ToolHostError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ToolHostError";
+  }
+}

@@ -2,6 +2,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { UserMessage } from "../agent/messages.js";
 import type { UserInput } from "../protocol/common.js";
+import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
 import type { ActiveTurnHandle } from "./threads.js";
 
@@ -39,6 +40,8 @@ export class ActiveTurn implements ActiveTurnHandle {
   readonly restoredItems = new Map<string, string>();
   /** Item ids whose item/started is already recorded (restored), so starting them again is a no-op. */
   readonly alreadyRecorded = new Set<string>();
+  /** Completed items whose record could not be written (retried once more when the turn ends). */
+  readonly unrecorded = new Map<string, ThreadItem>();
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   /** False once the turn is ending: turn/steer is refused from then on. */

@@ -4,10 +4,24 @@
  * the write that stores them goes into the caller's transaction.
  */
 import type { TransactionSql } from "postgres";
+import type { Message } from "../agent/messages.js";
 import type { ThreadStore } from "../store/thread-store.js";
 import type { TurnStore } from "../store/turn-store.js";
 import { modelContext, type HistoryEntry } from "./history.js";
 import type { LoadedThread } from "./threads.js";
+
+/**
+ * Per loaded thread: model call ids whose tool item was recorded as started. A call among them
+ * with no result (a crash, a store failure) is repaired as "outcome unknown", never "not executed".
+ * Kept beside LoadedThread rather than on it (threads.ts is shared with the protocol work).
+ */
+const startedCalls = new WeakMap<LoadedThread, Set<string>>();
+
+export function startedCallsOf(thread: LoadedThread): Set<string> {
+  let set = startedCalls.get(thread);
+  if (!set) startedCalls.set(thread, (set = new Set()));
+  return set;
+}
 
 export class HistoryLog {
   constructor(
@@ -17,13 +31,18 @@ export class HistoryLog {
 
   /** Loads the thread's log, context and counters unless they are loaded. */
   async ensure(thread: LoadedThread): Promise<void> {
-    if (thread.history && thread.entries) return;
-    const [entries, messageCount, ownTurns, lastInputTokens] = await Promise.all([
+    if (thread.entries) {
+      thread.history ??= modelContext(thread.entries);
+      return;
+    }
+    const [entries, messageCount, ownTurns, lastInputTokens, started] = await Promise.all([
       this.turns.historyEntries(thread.id),
       this.turns.countModelMessages(thread.id),
       this.turns.countTurns(thread.id),
       this.threads.lastInputTokens(thread.id),
+      this.turns.threadStartedCallIds(thread.id),
     ]);
+    for (const id of started) startedCallsOf(thread).add(id);
     thread.entries = entries;
     thread.history = modelContext(entries);
     thread.messageCount = messageCount;
@@ -35,16 +54,22 @@ export class HistoryLog {
   }
 
   /**
-   * Appends entries to the thread's in-memory log and context now (ordinals are claimed
-   * synchronously) and returns the write that stores them, for the caller's transaction.
+   * The model context the log replays to (cached until the log grows). During a turn the agent
+   * loop owns the working history; this is what the next turn starts from.
+   */
+  context(thread: LoadedThread): Message[] {
+    return (thread.history ??= modelContext(thread.entries!));
+  }
+
+  /**
+   * Appends entries to the thread's in-memory log now (ordinals are claimed synchronously) and
+   * returns the write that stores them, for the caller's transaction.
    */
   stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: TransactionSql) => Promise<void> {
     const first = thread.messageCount;
     thread.messageCount += entries.length;
     thread.entries!.push(...entries);
-    if (entries.every((e) => e.kind === "message")) {
-      for (const e of entries) thread.history!.push((e as Extract<HistoryEntry, { kind: "message" }>).message);
-    } else thread.history = modelContext(thread.entries!);
+    thread.history = null; // replayed from the log when next needed: the log is the one copy
     return (tx) => this.turns.appendHistory(tx, thread.id, entries.map((entry, i) => ({ ordinal: first + i, turnId, entry })));
   }
 }

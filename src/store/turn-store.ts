@@ -57,6 +57,12 @@ export class TurnStore {
     return row!.n;
   }
 
+  /** Model call ids of every tool item a thread recorded as started (repair: "outcome unknown"). */
+  async threadStartedCallIds(threadId: string): Promise<Set<string>> {
+    const rows = await this.sql<{ callId: string }[]>`select call_id from items where thread_id = ${threadId} and call_id is not null`;
+    return new Set(rows.map((r) => r.callId));
+  }
+
   /** Call ids of a turn's tool items (calls that had started). */
   async startedCallIds(turnId: string): Promise<Set<string>> {
     const rows = await this.sql<{ callId: string }[]>`select call_id from items where turn_id = ${turnId} and call_id is not null`;

@@ -8,7 +8,7 @@ import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js"
 import type { FileChangeItem } from "../protocol/items.js";
 import { decidePatch, fileApprovalKey, policyMode } from "./approval.js";
 import type { ToolContext } from "./context.js";
-import { defineTool } from "./define.js";
+import { hostTool, type ToolAction } from "./host.js";
 import type { TurnDiffTracker } from "./diff-tracker.js";
 import { commitFileWrites, parsePatch, planPatch, type CommitHooks, type ResolvedTarget } from "./patch.js";
 import { checkPath, type PathCheck } from "./workspace.js";
@@ -37,88 +37,87 @@ Paths are relative to the workspace root. Give about 3 lines of context around e
 export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks: CommitHooks = {}): LoopTool {
   const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
 
-  return defineTool({
-    name: "apply_patch",
-    description: DESCRIPTION,
-    schema: ApplyPatchArgs,
-    readOnly: false,
-    async run({ patch }, _call, signal): Promise<ToolOutcome> {
-      const parsed = parsePatch(patch);
-      if (!parsed.ok) return textOutcome(`${parsed.error}\nNo files were changed.`, true);
-      if (parsed.hunks.length === 0) return textOutcome("The patch contains no file operations; no files were changed.", true);
+  return hostTool(
+    {
+      name: "apply_patch",
+      description: DESCRIPTION,
+      schema: ApplyPatchArgs,
+      readOnly: false,
+      async plan({ patch }): Promise<ToolAction | ToolOutcome> {
+        const parsed = parsePatch(patch);
+        if (!parsed.ok) return textOutcome(`${parsed.error}\nNo files were changed.`, true);
+        if (parsed.hunks.length === 0) return textOutcome("The patch contains no file operations; no files were changed.", true);
 
-      // Every path, checked for writing.
-      const named = new Set<string>();
-      for (const h of parsed.hunks) {
-        named.add(h.path);
-        if (h.type === "update" && h.movePath !== null) named.add(h.movePath);
-      }
-      const checks = new Map<string, PathCheck>();
-      for (const p of named) checks.set(p, await checkPath(scope, p, "write"));
-      const objections: string[] = [];
-      const touched = new Set<string>();
-      for (const [p, check] of checks) {
-        if (!check.ok && !check.outside) return textOutcome(`Cannot apply the patch: ${p}: ${check.reason}. No files were changed.`, true);
-        touched.add(check.real!);
-        if (!check.ok && !ctx.sessionApprovals.has(fileApprovalKey(check.real!))) objections.push(check.reason);
-      }
-      const allSessionApproved = [...touched].every((real) => ctx.sessionApprovals.has(fileApprovalKey(real)));
-      let decision = decidePatch({ policy: ctx.approvalPolicy, allSessionApproved, sandboxObjections: objections });
-      if (decision.action === "refuse" && policyMode(ctx.approvalPolicy) === "never") {
-        // Refused before reading anything outside the allowed roots.
-        return textOutcome(
-          `Refused to apply the patch: ${decision.reason}. The approval policy is "never", so approval cannot be requested; only write inside the sandbox (${ctx.sandbox}). No files were changed.`,
-          true,
-        );
-      }
-
-      const resolve = (p: string): ResolvedTarget => {
-        const c = checks.get(p)!;
-        return { display: c.path!, real: c.real! };
-      };
-      const planned = await planPatch(parsed.hunks, resolve);
-      if (!planned.ok) return textOutcome(`Failed to apply the patch: ${planned.error}\nNo files were changed.`, true);
-      const plan = planned.plan;
-
-      const startedAtMs = Date.now();
-      const item: FileChange = { type: "fileChange", id: ctx.newItemId(), changes: plan.changes, status: "inProgress", startedAtMs };
-      await ctx.startItem(item);
-      const complete = (status: FileChange["status"]) => ctx.completeItem({ ...item, status, completedAtMs: Date.now() });
-
-      if (decision.action === "ask") {
-        const answer = await ctx.requestApproval({ kind: "fileChange", params: { itemId: item.id, startedAtMs, reason: decision.reason, grantRoot: null } }, signal);
-        if (answer === "acceptForSession") for (const real of touched) ctx.sessionApprovals.add(fileApprovalKey(real));
-        if (answer === "decline" || answer === "cancel") {
-          await complete("declined");
-          const outcome = textOutcome(
-            answer === "cancel"
-              ? "The user cancelled this patch; no files were changed and the turn is ending."
-              : "The user declined this patch; no files were changed. Do not retry it unchanged; choose another approach or ask the user.",
+        // Every path, checked for writing.
+        const named = new Set<string>();
+        for (const h of parsed.hunks) {
+          named.add(h.path);
+          if (h.type === "update" && h.movePath !== null) named.add(h.movePath);
+        }
+        const checks = new Map<string, PathCheck>();
+        for (const p of named) checks.set(p, await checkPath(scope, p, "write"));
+        const objections: string[] = [];
+        const touched = new Set<string>();
+        for (const [p, check] of checks) {
+          if (!check.ok && !check.outside) return textOutcome(`Cannot apply the patch: ${p}: ${check.reason}. No files were changed.`, true);
+          touched.add(check.real!);
+          if (!check.ok && !ctx.sessionApprovals.has(fileApprovalKey(check.real!))) objections.push(check.reason);
+        }
+        const allSessionApproved = [...touched].every((real) => ctx.sessionApprovals.has(fileApprovalKey(real)));
+        const gate = decidePatch({ policy: ctx.approvalPolicy, allSessionApproved, sandboxObjections: objections });
+        if (gate.action === "refuse" && policyMode(ctx.approvalPolicy) === "never") {
+          // Refused before reading anything outside the allowed roots.
+          return textOutcome(
+            `Refused to apply the patch: ${gate.reason}. The approval policy is "never", so approval cannot be requested; only write inside the sandbox (${ctx.sandbox}). No files were changed.`,
             true,
           );
-          return answer === "cancel" ? { ...outcome, endTurn: true } : outcome;
         }
-        decision = { action: "run" };
-      }
-      if (decision.action === "refuse") {
-        await complete("declined");
-        return textOutcome(`Refused to apply the patch: ${decision.reason}. No files were changed.`, true);
-      }
 
-      if (signal.aborted) {
-        await complete("declined");
-        return textOutcome("The turn was interrupted before the patch was applied; no files were changed.", true);
-      }
-      for (const w of plan.writes) tracker.recordBaseline(w.real, w.display, w.before);
-      try {
-        await commitFileWrites(plan.writes, hooks);
-      } catch (err) {
-        await complete("failed");
-        return textOutcome(`Failed to apply the patch: ${(err as Error).message}`, true);
-      }
-      await complete("completed");
-      await ctx.diffUpdated(await tracker.render());
-      return textOutcome(`Success. Updated the following files:\n${plan.summary.join("\n")}`);
+        const resolve = (p: string): ResolvedTarget => {
+          const c = checks.get(p)!;
+          return { display: c.path!, real: c.real! };
+        };
+        const planned = await planPatch(parsed.hunks, resolve);
+        if (!planned.ok) return textOutcome(`Failed to apply the patch: ${planned.error}\nNo files were changed.`, true);
+        const plan = planned.plan;
+        const draft: Omit<FileChange, "id" | "startedAtMs"> = { type: "fileChange", changes: plan.changes, status: "inProgress" };
+
+        return {
+          item: draft,
+          gate,
+          approval: (itemId, startedAtMs, reason) => ({ kind: "fileChange", params: { itemId, startedAtMs, reason, grantRoot: null } }),
+          acceptedForSession: () => {
+            for (const real of touched) ctx.sessionApprovals.add(fileApprovalKey(real));
+          },
+          notRun(why, reason) {
+            const text =
+              why === "cancel"
+                ? "The user cancelled this patch; no files were changed and the turn is ending."
+                : why === "decline"
+                  ? "The user declined this patch; no files were changed. Do not retry it unchanged; choose another approach or ask the user."
+                  : `Refused to apply the patch: ${reason}. No files were changed.`;
+            return { patch: { status: "declined" }, outcome: textOutcome(text, true) };
+          },
+          async execute(_host, signal) {
+            if (signal.aborted) {
+              return { patch: { status: "declined" }, outcome: textOutcome("The turn was interrupted before the patch was applied; no files were changed.", true) };
+            }
+            for (const w of plan.writes) tracker.recordBaseline(w.real, w.display, w.before);
+            try {
+              await commitFileWrites(plan.writes, hooks);
+            } catch (err) {
+              return { patch: { status: "failed" }, outcome: textOutcome(`Failed to apply the patch: ${(err as Error).message}`, true) };
+            }
+            return {
+              patch: { status: "completed" },
+              outcome: textOutcome(`Success. Updated the following files:\n${plan.summary.join("\n")}`),
+              // Announced after item/completed of the file change, as Codex orders them.
+              afterCompleted: async () => ctx.diffUpdated(await tracker.render()),
+            };
+          },
+        };
+      },
     },
-  });
+    ctx,
+  );
 }

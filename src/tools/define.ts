@@ -1,11 +1,12 @@
 /**
- * Building a LoopTool from a zod schema: the JSON Schema the model sees comes from the same
+ * Building a LoopTool from a zod schema (tools that record no item; tools that act go through the
+ * tool host, host.ts, which uses the same parsing): the JSON Schema the model sees comes from the same
  * schema that validates the arguments, and bad arguments (not JSON, wrong types, missing fields)
  * become an error result naming the problem instead of an exception.
  */
 import { z } from "zod";
 import type { ToolCallBlock } from "../agent/messages.js";
-import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js";
+import { textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 
 export type ToolArgs<S extends z.ZodType> = { ok: true; value: z.infer<S> } | { ok: false; error: string };
 
@@ -86,6 +87,8 @@ export function defineTool<S extends z.ZodType>(def: ToolDefinition<S>): LoopToo
       try {
         return await def.run(args.value, call, signal);
       } catch (err) {
+        // The host failed (its store): not the tool's failure, never reported as one.
+        if (err instanceof ToolHostError) throw err;
         return textOutcome(`${def.name} failed: ${err instanceof Error ? err.message : String(err)}`, true);
       }
     },

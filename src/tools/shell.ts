@@ -1,7 +1,8 @@
 /**
  * The `shell` tool: `bash -lc <command>` through the command runner (inside the OS sandbox unless
  * the thread is danger-full-access), as a `commandExecution` item with live output deltas, bounded
- * output, a timeout, and approvals per policy (see approval.ts for the rules).
+ * output, a timeout, and approvals per policy (see approval.ts for the rules). The item's lifecycle
+ * and the approval round trip are the tool host's (host.ts); this file plans and runs the command.
  */
 import { promises as fs } from "node:fs";
 import { z } from "zod";
@@ -10,7 +11,7 @@ import type { CommandExecutionItem } from "../protocol/items.js";
 import { commandApprovalKey, decideCommand, looksLikeSandboxDenial, retriesOutsideSandbox, unsandboxedApprovalKey } from "./approval.js";
 import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
 import type { ToolContext } from "./context.js";
-import { defineTool } from "./define.js";
+import { hostTool, type ToolAction } from "./host.js";
 import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
 import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
 import { SANDBOX_HELP } from "../sandbox/runner.js";
@@ -73,177 +74,139 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
   const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
 
-  return defineTool({
-    name: "shell",
-    description: DESCRIPTION,
-    schema: ShellArgs,
-    readOnly: false,
-    async run(args, _call, signal): Promise<ToolOutcome> {
-      // Where it runs.
-      let cwd = ctx.cwd;
-      let cwdReal: string;
-      let workdirObjection: string | null = null;
-      if (args.workdir !== undefined) {
-        const check = await checkPath(scope, args.workdir, "read");
-        if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
-        if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
-        cwd = check.path!;
-        cwdReal = check.real!;
-      } else {
-        cwdReal = await realpathLoose(ctx.cwd);
-      }
-      const st = await fs.stat(cwdReal).catch(() => null);
-      if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
-      if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
-
-      // Whether it may run without asking. What the command may touch is the OS sandbox's job
-      // (every command runs confined unless the thread is danger-full-access); the approval policy
-      // only decides what to ask first.
-      const readOnly = isReadOnlyCommand(args.command);
-      const objection = workdirObjection;
-      const key = commandApprovalKey(args.command);
-      let workdirGranted = ctx.sessionApprovals.has(key) && objection !== null;
-      let decision = decideCommand({ policy: ctx.approvalPolicy, sessionApproved: ctx.sessionApprovals.has(key), readOnly, sandboxObjection: objection });
-
-      let timeoutMs = opts.defaultTimeoutMs;
-      let clampedFrom: number | null = null;
-      if (args.timeout_ms !== undefined) {
-        timeoutMs = Math.max(1, Math.floor(args.timeout_ms));
-        if (timeoutMs > opts.maxTimeoutMs) {
-          clampedFrom = timeoutMs;
-          timeoutMs = opts.maxTimeoutMs;
+  return hostTool(
+    {
+      name: "shell",
+      description: DESCRIPTION,
+      schema: ShellArgs,
+      readOnly: false,
+      async plan(args): Promise<ToolAction | ToolOutcome> {
+        // Where it runs.
+        let cwd = ctx.cwd;
+        let cwdReal: string;
+        let workdirObjection: string | null = null;
+        if (args.workdir !== undefined) {
+          const check = await checkPath(scope, args.workdir, "read");
+          if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
+          if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
+          cwd = check.path!;
+          cwdReal = check.real!;
+        } else {
+          cwdReal = await realpathLoose(ctx.cwd);
         }
-      }
+        const st = await fs.stat(cwdReal).catch(() => null);
+        if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
+        if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
 
-      const startedAtMs = Date.now();
-      const item: CommandItem = {
-        type: "commandExecution",
-        id: ctx.newItemId(),
-        pluginId: null,
-        scriptPath: null,
-        command: args.command,
-        cwd,
-        processId: null,
-        source: "agent",
-        status: "inProgress",
-        commandActions: parseCommandActions(args.command, cwd),
-        aggregatedOutput: null,
-        exitCode: null,
-        durationMs: null,
-        startedAtMs,
-      };
-      await ctx.startItem(item);
-      const complete = (patch: Partial<CommandItem>) =>
-        ctx.completeItem({ ...item, ...patch, completedAtMs: Date.now(), durationMs: patch.durationMs ?? Date.now() - startedAtMs });
+        // Whether it may run without asking. What the command may touch is the OS sandbox's job
+        // (every command runs confined unless the thread is danger-full-access); the approval policy
+        // only decides what to ask first.
+        const readOnly = isReadOnlyCommand(args.command);
+        const objection = workdirObjection;
+        const key = commandApprovalKey(args.command);
+        let workdirGranted = ctx.sessionApprovals.has(key) && objection !== null;
+        const gate = decideCommand({ policy: ctx.approvalPolicy, sessionApproved: ctx.sessionApprovals.has(key), readOnly, sandboxObjection: objection });
+        if (gate.action === "ask") workdirGranted = objection !== null; // asked: an accept grants the workdir too
 
-      if (decision.action === "ask") {
-        const answer = await ctx.requestApproval(
-          {
+        let timeoutMs = opts.defaultTimeoutMs;
+        let clampedFrom: number | null = null;
+        if (args.timeout_ms !== undefined) {
+          timeoutMs = Math.max(1, Math.floor(args.timeout_ms));
+          if (timeoutMs > opts.maxTimeoutMs) {
+            clampedFrom = timeoutMs;
+            timeoutMs = opts.maxTimeoutMs;
+          }
+        }
+        const commandActions = parseCommandActions(args.command, cwd);
+        const draft: Omit<CommandItem, "id" | "startedAtMs"> = {
+          type: "commandExecution",
+          pluginId: null,
+          scriptPath: null,
+          command: args.command,
+          cwd,
+          processId: null,
+          source: "agent",
+          status: "inProgress",
+          commandActions,
+          aggregatedOutput: null,
+          exitCode: null,
+          durationMs: null,
+        };
+        return {
+          item: draft,
+          gate,
+          approval: (itemId, startedAtMs, reason) => ({
             kind: "command",
-            params: {
-              kind: "command",
-              itemId: item.id,
-              startedAtMs,
-              environmentId: null,
-              reason: decision.reason,
-              command: args.command,
-              cwd,
-              commandActions: item.commandActions,
-            },
+            params: { kind: "command", itemId, startedAtMs, environmentId: null, reason, command: args.command, cwd, commandActions },
+          }),
+          acceptedForSession: () => ctx.sessionApprovals.add(key),
+          notRun(why, reason, elapsedMs) {
+            const text =
+              why === "cancel"
+                ? "The user cancelled this command; it was not run and the turn is ending."
+                : why === "decline"
+                  ? "The user declined to run this command; it was not run. Do not retry it unchanged; choose another approach or ask the user."
+                  : `Refused to run this command: ${reason}. The approval policy is "never", so approval cannot be requested; work within the sandbox (${ctx.sandbox}).`;
+            return { patch: { status: "declined", durationMs: elapsedMs }, outcome: textOutcome(text, true) };
           },
-          signal,
-        );
-        if (answer === "acceptForSession") ctx.sessionApprovals.add(key);
-        workdirGranted = objection !== null;
-        if (answer === "decline" || answer === "cancel") {
-          await complete({ status: "declined" });
-          const outcome = textOutcome(
-            answer === "cancel"
-              ? "The user cancelled this command; it was not run and the turn is ending."
-              : "The user declined to run this command; it was not run. Do not retry it unchanged; choose another approach or ask the user.",
-            true,
-          );
-          return answer === "cancel" ? { ...outcome, endTurn: true } : outcome;
-        }
-        decision = { action: "run" };
-      }
-      if (decision.action === "refuse") {
-        await complete({ status: "declined" });
-        return textOutcome(
-          `Refused to run this command: ${decision.reason}. The approval policy is "never", so approval cannot be requested; work within the sandbox (${ctx.sandbox}).`,
-          true,
-        );
-      }
-
-      // Run it: confined, and after a sandbox denial outside the sandbox if the policy asks for that.
-      let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd);
-      // An accepted workdir outside the writable roots is granted for this command: writable there.
-      if (workdirGranted && confinement?.mode === "workspace-write" && !confinement.writableRoots.includes(cwdReal))
-        confinement = { ...confinement, writableRoots: [...confinement.writableRoots, cwdReal] };
-      let streamed = 0;
-      const attempt = (sandbox: ResolvedSandbox) =>
-        ctx.commands.run({
-          argv: ["bash", "-lc", args.command],
-          sandbox,
-          cwd: cwdReal,
-          env: { PAGER: "cat", GIT_PAGER: "cat" },
-          timeoutMs,
-          outputCapBytes: opts.outputCapBytes,
-          killGraceMs: opts.killGraceMs,
-          signal,
-          onSpawn: (pid) => {
-            item.processId = String(pid);
+          async execute(host, signal) {
+            const item = host.item as CommandItem;
+            const done = (patch: Partial<CommandItem>, outcome: ToolOutcome) => ({ patch: { durationMs: Date.now() - host.startedAtMs, ...patch }, outcome });
+            // Run it: confined, and after a sandbox denial outside the sandbox if the policy asks for that.
+            let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd);
+            // An accepted workdir outside the writable roots is granted for this command: writable there.
+            if (workdirGranted && confinement?.mode === "workspace-write" && !confinement.writableRoots.includes(cwdReal))
+              confinement = { ...confinement, writableRoots: [...confinement.writableRoots, cwdReal] };
+            let streamed = 0;
+            const attempt = (sandbox: ResolvedSandbox) =>
+              ctx.commands.run({
+                argv: ["bash", "-lc", args.command],
+                sandbox,
+                cwd: cwdReal,
+                env: { PAGER: "cat", GIT_PAGER: "cat" },
+                timeoutMs,
+                outputCapBytes: opts.outputCapBytes,
+                killGraceMs: opts.killGraceMs,
+                signal,
+                onSpawn: (pid) => {
+                  item.processId = String(pid);
+                },
+                onOutput: (_stream, text) => {
+                  if (streamed >= opts.outputCapBytes) return;
+                  streamed += Buffer.byteLength(text);
+                  ctx.outputDelta(host.itemId, text);
+                },
+              });
+            let result = await attempt(confinement);
+            if (!result.ran) {
+              return done(
+                { status: "failed", aggregatedOutput: `Not run: ${result.reason}.` },
+                textOutcome(`Could not run the command: ${result.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true),
+              );
+            }
+            if (result.sandboxed && !signal.aborted && retriesOutsideSandbox(ctx.approvalPolicy) && looksLikeSandboxDenial(result.run)) {
+              const answer = await host.ask(`the command failed inside the ${ctx.sandbox} sandbox (exit code ${result.run.exitCode}); accept to run it again without the sandbox`);
+              if (answer === "acceptForSession") ctx.sessionApprovals.add(unsandboxedApprovalKey(args.command));
+              if (answer === "accept" || answer === "acceptForSession") {
+                ctx.outputDelta(host.itemId, "\n[running again without the sandbox]\n");
+                result = await attempt(null);
+                if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
+              }
+            }
+            const run = result.run;
+            if (run.spawnError) {
+              return done({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs }, textOutcome(`Could not start the command: ${run.spawnError.message}`, true));
+            }
+            const exitCode = run.timedOut ? 124 : run.exitCode;
+            const ok = exitCode === 0 && !run.aborted;
+            return done(
+              { status: ok ? "completed" : "failed", aggregatedOutput: run.combined.text, exitCode, durationMs: run.durationMs },
+              textOutcome(modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), !ok),
+            );
           },
-          onOutput: (_stream, text) => {
-            if (streamed >= opts.outputCapBytes) return;
-            streamed += Buffer.byteLength(text);
-            ctx.outputDelta(item.id, text);
-          },
-        });
-      let result = await attempt(confinement);
-      if (!result.ran) {
-        await complete({ status: "failed", aggregatedOutput: `Not run: ${result.reason}.`, durationMs: Date.now() - startedAtMs });
-        return textOutcome(`Could not run the command: ${result.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true);
-      }
-      if (result.sandboxed && !signal.aborted && retriesOutsideSandbox(ctx.approvalPolicy) && looksLikeSandboxDenial(result.run)) {
-        const answer = await ctx.requestApproval(
-          {
-            kind: "command",
-            params: {
-              kind: "command",
-              itemId: item.id,
-              startedAtMs,
-              environmentId: null,
-              reason: `the command failed inside the ${ctx.sandbox} sandbox (exit code ${result.run.exitCode}); accept to run it again without the sandbox`,
-              command: args.command,
-              cwd,
-              commandActions: item.commandActions,
-            },
-          },
-          signal,
-        );
-        if (answer === "acceptForSession") ctx.sessionApprovals.add(unsandboxedApprovalKey(args.command));
-        if (answer === "accept" || answer === "acceptForSession") {
-          ctx.outputDelta(item.id, "\n[running again without the sandbox]\n");
-          result = await attempt(null);
-          if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
-        }
-      }
-      const run = result.run;
-
-      if (run.spawnError) {
-        await complete({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs });
-        return textOutcome(`Could not start the command: ${run.spawnError.message}`, true);
-      }
-      const exitCode = run.timedOut ? 124 : run.exitCode;
-      const ok = exitCode === 0 && !run.aborted;
-      await complete({
-        status: ok ? "completed" : "failed",
-        aggregatedOutput: run.combined.text,
-        exitCode,
-        durationMs: run.durationMs,
-      });
-      return textOutcome(modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), !ok);
+        };
+      },
     },
-  });
+    ctx,
+  );
 }

@@ -80,9 +80,13 @@ export interface MockError {
   contextOverflow?: boolean;
 }
 
-/** 200 + SSE headers (Anthropic: plus message_start), then nothing until the client disconnects. */
+/**
+ * 200 + SSE headers (Anthropic: plus message_start), then nothing until the client disconnects.
+ * `beforeHeaders`: not even the headers (a model that accepted the connection and went silent).
+ */
 export interface MockHang {
   kind: "hang";
+  beforeHeaders?: boolean;
 }
 
 export type MockStep = MockReply | MockError | MockHang;
@@ -121,9 +125,21 @@ export interface MockModelServer {
   pending(): number;
   waitForRequests(n: number, timeoutMs?: number): Promise<void>;
   onChunk?: (info: ChunkSentInfo) => void;
+  /**
+   * The model's context window in tokens (null: unlimited). A request whose size — its raw body,
+   * at 4 characters per token — exceeds it is rejected with the provider's real overflow error
+   * (Anthropic "prompt is too long", OpenAI `context_length_exceeded`) without consuming a step,
+   * and a reply without scripted input usage reports that size as its input tokens.
+   */
+  contextLimit: number | null;
+  /** Requests rejected for exceeding `contextLimit`. */
+  overflowed: RecordedRequest[];
   reset(): void;
   close(): Promise<void>;
 }
+
+/** The mock's token count of a request body (see MockModelServer.contextLimit). */
+export const mockTokens = (rawBody: string) => Math.ceil(rawBody.length / 4);
 
 export interface MockModelServerOptions {
   /** Used when the queue is empty. Default `{ text: "OK" }`. */
@@ -582,6 +598,8 @@ class MockModelServerImpl implements MockModelServer {
   openaiBaseUrl = "";
   readonly requests: RecordedRequest[] = [];
   onChunk?: (info: ChunkSentInfo) => void;
+  contextLimit: number | null = null;
+  readonly overflowed: RecordedRequest[] = [];
 
   private readonly queue: MockStep[] = [];
   private readonly sockets = new Set<Socket>();
@@ -645,6 +663,7 @@ class MockModelServerImpl implements MockModelServer {
   reset(): void {
     this.queue.length = 0;
     this.requests.length = 0;
+    this.overflowed.length = 0;
     this.nextSeq = 1;
   }
 
@@ -693,7 +712,20 @@ class MockModelServerImpl implements MockModelServer {
     if (body === null || typeof body !== "object") {
       return this.sendError(res, api, seq, { kind: "error", status: 400, message: "The request body is not valid JSON." });
     }
-    const step: MockStep = this.queue.shift() ?? this.defaultReply;
+    const tokens = mockTokens(rawBody);
+    if (this.contextLimit !== null && tokens > this.contextLimit) {
+      this.overflowed.push(this.requests.at(-1)!);
+      const limit = this.contextLimit;
+      const message =
+        api === "anthropic"
+          ? `prompt is too long: ${tokens} tokens > ${limit} maximum`
+          : api === "openai-chat"
+            ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
+            : "Your input exceeds the context window of this model. Please adjust your input and try again.";
+      return this.sendError(res, api, seq, { kind: "error", status: 400, contextOverflow: true, message });
+    }
+    let step: MockStep = this.queue.shift() ?? this.defaultReply;
+    if (this.contextLimit !== null && step.kind !== "error" && step.kind !== "hang" && step.usage?.input === undefined) step = { ...step, usage: { ...step.usage, input: tokens } };
     const ctx: RenderCtx = { seq, model: typeof body.model === "string" ? body.model : "mock-model", body };
     const streaming = body.stream === true;
 
@@ -702,6 +734,10 @@ class MockModelServerImpl implements MockModelServer {
 
     if (step.kind === "error") return this.sendError(res, api, seq, step);
     if (step.kind === "hang") {
+      if (step.beforeHeaders) {
+        await gone;
+        return;
+      }
       if (streaming) {
         this.writeSseHead(res, api, seq);
         if (api === "anthropic") this.writeFrame(res, anthropicMessageStart(ctx, {}), { requestSeq: seq, api, eventIndex: 0 });

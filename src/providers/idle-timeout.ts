@@ -1,0 +1,64 @@
+/**
+ * The stream idle timeout (`APP_SERVER_STREAM_IDLE_TIMEOUT_MS`, DESIGN.md §3.6): a model that
+ * sends nothing — no response headers, or a stream that stalls half-way — for that long is a
+ * retryable stream failure, never a hang. One wrapper for every adapter: the clock restarts on
+ * every streamed event and stops while the caller handles one (recording it is not the model's
+ * silence). On expiry the request is aborted through its own signal (not the caller's, which
+ * would read as a user cancel) and the failure is reported as `network` (nothing arrived yet) or
+ * `streamIncomplete` (the stream had started), both retried by the loop.
+ */
+import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStreamEvent } from "./types.js";
+
+export function withIdleTimeout(provider: ModelProvider, idleMs: number): ModelProvider {
+  if (!(idleMs > 0) || !Number.isFinite(idleMs)) return provider;
+  return {
+    id: provider.id,
+    stream: (request, signal) => streamWithIdleTimeout(provider, request, signal, idleMs),
+  };
+}
+
+async function* streamWithIdleTimeout(provider: ModelProvider, request: ModelRequest, signal: AbortSignal, idleMs: number): AsyncGenerator<ProviderStreamEvent> {
+  const inner = new AbortController();
+  const forward = () => inner.abort(signal.reason);
+  if (signal.aborted) forward();
+  else signal.addEventListener("abort", forward, { once: true });
+  let timedOut = false;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      timedOut = true;
+      inner.abort();
+    }, idleMs);
+  };
+  let events = 0;
+  const idleError = (cause?: unknown) =>
+    events === 0
+      ? new ProviderError("network", `${provider.id}: no response from the model within ${idleMs} ms (stream idle timeout)`, { cause })
+      : new ProviderError("streamIncomplete", `${provider.id}: the model stream stalled: nothing received for ${idleMs} ms (stream idle timeout)`, { cause });
+  const iterator = provider.stream(request, inner.signal)[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      arm();
+      let next: IteratorResult<ProviderStreamEvent>;
+      try {
+        next = await iterator.next();
+      } catch (err) {
+        if (timedOut && !signal.aborted) throw idleError(err);
+        throw err;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (next.done) return;
+      // An adapter that ended quietly after our abort must not pass for a finished stream.
+      if (timedOut && !signal.aborted) throw idleError();
+      events++;
+      yield next.value;
+    }
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", forward);
+    if (!inner.signal.aborted) inner.abort(); // the caller stopped early: release the request
+    await iterator.return?.().catch(() => {});
+  }
+}

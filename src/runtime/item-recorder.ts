@@ -1,0 +1,80 @@
+/**
+ * Item persistence for a running turn: every item is written when it starts and when it completes,
+ * in the same transaction as the notification that announces it (record before publish).
+ *
+ * A completion that fails to commit is retried a few times before the error propagates: the item
+ * may describe a side effect that already happened (a command ran), and the next step must not be
+ * "tell the model it failed". If it still fails, the caller ends the turn (DESIGN.md §4).
+ */
+import type { TransactionSql } from "postgres";
+import type { ThreadItem } from "../protocol/items.js";
+import type { ItemRecord } from "../store/records.js";
+import { currentCall, type ActiveTurn } from "./active-turn.js";
+import { startedCallsOf } from "./history-log.js";
+import type { TurnDeps } from "./turn-deps.js";
+import type { LoadedThread } from "./threads.js";
+
+/** Attempts at recording an item's completion before the storage error propagates. */
+const COMPLETE_ATTEMPTS = 3;
+
+export class ItemRecorder {
+  constructor(private readonly deps: Pick<TurnDeps, "runtime" | "turns" | "log">) {}
+
+  async started(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
+    const now = Date.now();
+    const ordinal = turn.nextItemOrdinal++;
+    await this.deps.runtime.commit(
+      thread,
+      [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
+      (tx) => this.write(tx, thread, turn, item, ordinal, "inProgress", now),
+    );
+  }
+
+  async completed(thread: LoadedThread, turn: ActiveTurn, items: ThreadItem[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const now = Date.now();
+        await this.deps.runtime.commit(
+          thread,
+          items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
+          async (tx) => {
+            for (const item of items) await this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now);
+          },
+        );
+        for (const item of items) turn.unrecorded.delete(item.id);
+        return;
+      } catch (err) {
+        // Kept so the end of the turn can try once more (the item is "recorded as well as possible").
+        for (const item of items) turn.unrecorded.set(item.id, item);
+        if (attempt >= COMPLETE_ATTEMPTS) throw err;
+        this.deps.log.warn({ err, threadId: thread.id, attempt }, "could not record a completed item; retrying");
+        await new Promise((r) => setTimeout(r, 20 * attempt));
+      }
+    }
+  }
+
+  /** Inserts an item row (already complete when `status` is not inProgress) in the caller's transaction. */
+  insert(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, status: string, now: number): Promise<void> {
+    return this.write(tx, thread, turn, item, turn.nextItemOrdinal++, status, now);
+  }
+
+  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
+    const callId = currentCall.getStore() ?? null;
+    const record: ItemRecord = {
+      id: item.id,
+      threadId: thread.id,
+      turnId: turn.id,
+      ordinal,
+      type: item.type,
+      status,
+      payload: item,
+      startedAtMs: item.startedAtMs ?? now,
+      // An item recorded already complete (the turn's user message) must say so, or start-up
+      // recovery would take it for unfinished and "close" it again with a new item/completed.
+      completedAtMs: status === "inProgress" ? null : (item.completedAtMs ?? now),
+    };
+    // From now on a missing result for this call means "outcome unknown", not "not executed".
+    if (callId !== null) startedCallsOf(thread).add(callId);
+    return this.deps.turns.insertItem(tx, { ...record, callId });
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * The end of a turn: exactly one terminal event (DESIGN.md §3.9), recorded with the turn's final
+ * state. How each stop reads to a Codex client, whose TurnStatus has only completed / interrupted /
+ * failed and whose clients read `completed` as "the task is done":
+ *
+ *   finalAnswer            completed
+ *   interrupted            interrupted
+ *   maxTokens, maxTurns    failed, with a TurnError saying the answer is incomplete, and an `error`
+ *                          notification — the work stopped short; the thread stays idle (not
+ *                          systemError: nothing is broken), and `stopReason` (our extension) says which
+ *   error                  failed, thread systemError
+ */
+import type { LoopResult } from "../agent/loop.js";
+import { ToolHostError } from "../agent/tools.js";
+import type { ThreadStatus, TurnError } from "../protocol/common.js";
+import type { TurnStopReason } from "../protocol/thread.js";
+import type { TurnRecord } from "../store/records.js";
+import type { ActiveTurn } from "./active-turn.js";
+import type { ItemRecorder } from "./item-recorder.js";
+import type { TurnDeps } from "./turn-deps.js";
+import { turnError } from "./turn-errors.js";
+import type { TurnStream } from "./turn-stream.js";
+import { completedTurnView, statusFor } from "./turn-view.js";
+import type { LoadedThread, ThreadEvent } from "./threads.js";
+
+const TRUNCATED: ReadonlySet<TurnStopReason> = new Set(["maxTokens", "maxTurns"]);
+
+function errorOf(turn: ActiveTurn, stopReason: TurnStopReason, result: LoopResult): TurnError | null {
+  if (stopReason === "error" && result.error) {
+    const retryable = "retryable" in result.error && Boolean((result.error as { retryable?: boolean }).retryable);
+    const error = turnError(result.error, { exhaustedRetries: turn.announcedFailure && retryable });
+    // A store failure after a tool ran: say so plainly, the tool itself did not fail.
+    if (result.error instanceof ToolHostError) return { ...error, additionalDetails: "The tool's side effects may have happened; its result could not be recorded." };
+    return error;
+  }
+  if (TRUNCATED.has(stopReason) && result.note) return { message: result.note, codexErrorInfo: "other", additionalDetails: `stopReason: ${stopReason}`, misalignment: null };
+  if (result.note) return { message: result.note, codexErrorInfo: null, additionalDetails: null, misalignment: null };
+  return null;
+}
+
+export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream: TurnStream, thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+  const { runtime, log, observer, turns } = deps;
+  const now = Date.now();
+  const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
+  const status = statusFor[stopReason];
+  observer.turnEnded(status);
+  turn.steerable = false;
+  try {
+    // Open items of an interrupted attempt keep what arrived (the user stopped it there).
+    await stream.closeStreamingItems(thread, turn, false);
+  } catch (err) {
+    log.error({ err, threadId: thread.id }, "could not close streaming items");
+  }
+  if (turn.unrecorded.size > 0) {
+    // Completed items whose record failed (and failed the turn): one more try, so the record
+    // shows the side effect as well as it can.
+    try {
+      await recorder.completed(thread, turn, [...turn.unrecorded.values()]);
+    } catch (err) {
+      log.error({ err, threadId: thread.id, items: [...turn.unrecorded.keys()] }, "could not record completed items at the end of the turn");
+    }
+  }
+  // Steering the loop never took (the turn stopped on truncation, an error or an interrupt
+  // before its next model call) was already answered with {turnId}: record it as this turn's
+  // user input, and it reaches the model with the next turn, instead of vanishing.
+  if (turn.steering.length > 0) {
+    try {
+      await stream.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.map((s) => s.message) });
+    } catch (err) {
+      log.error({ err, threadId: thread.id }, "could not record steering input");
+    }
+  }
+  const error = errorOf(turn, stopReason, result);
+  const record: TurnRecord = {
+    id: turn.id,
+    threadId: thread.id,
+    ordinal: 0,
+    status,
+    stopReason,
+    error,
+    clientUserMessageId: turn.clientUserMessageId,
+    startedAtMs: turn.startedAtMs,
+    completedAtMs: now,
+  };
+  const systemError = status === "failed" && !TRUNCATED.has(stopReason);
+  const threadStatus: ThreadStatus = systemError ? { type: "systemError" } : { type: "idle" };
+  // turn/completed carries the turn's final items (the `summary` view, turn-view.ts).
+  const completedView = await completedTurnView(record, turns.sql);
+  const events: ThreadEvent[] = [];
+  if (status === "failed" && !turn.announcedFailure && error) {
+    events.push({ method: "error", params: { error, willRetry: false, threadId: thread.id, turnId: turn.id } });
+  }
+  events.push(
+    { method: "thread/status/changed", params: { threadId: thread.id, status: threadStatus } },
+    { method: "turn/completed", params: { threadId: thread.id, turn: completedView } },
+  );
+  if (status === "failed") log.warn({ threadId: thread.id, turnId: turn.id, stopReason, error: error?.message }, "turn failed");
+  thread.activeTurn = null;
+  thread.status = threadStatus;
+  thread.record = { ...thread.record, systemError, updatedAtMs: now };
+  try {
+    await runtime.commit(thread, events, async (tx) => {
+      await turns.finishTurn(tx, turn.id, record);
+      await runtime.store.updateThread(tx, thread.id, { systemError, updatedAtMs: now });
+    });
+  } catch (err) {
+    // The record could not be written; clients must still learn the turn ended (DESIGN.md §3.9).
+    log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
+    for (const e of events) runtime.publishLive(thread, e.method, e.params);
+  }
+  if (deps.hooks) {
+    await deps.hooks
+      .turnEnded({ threadId: thread.id, turnId: turn.id, cwd: thread.record.cwd, status, stopReason, error: error?.message ?? null })
+      .catch((err: unknown) => log.warn({ err, threadId: thread.id }, "turn-end hook failed"));
+  }
+  runtime.maybeUnload(thread);
+}

@@ -1,0 +1,190 @@
+/**
+ * Loop events → items and notifications (recorded before published): streamed text and reasoning
+ * become agentMessage/reasoning items with deltas, a finished model message completes them with
+ * its token usage, and every message the loop appends to its history is stored in the thread's
+ * history log (the loop owns the turn's history; this is where it is made durable).
+ *
+ * A failed attempt's output is void (DESIGN.md §3.6): its items are completed with empty text, so
+ * the authoritative item/completed retracts the deltas clients showed, and the `error` notification
+ * (willRetry) that follows says why. Only the successful attempt's answer is an agentMessage with text.
+ */
+import type { LoopEvent } from "../agent/loop.js";
+import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage } from "../agent/messages.js";
+import { uuidv7 } from "../ids.js";
+import type { ThreadItem } from "../protocol/items.js";
+import type { ProviderStreamEvent } from "../providers/types.js";
+import type { ActiveTurn, StreamingItem } from "./active-turn.js";
+import type { ItemRecorder } from "./item-recorder.js";
+import type { TurnDeps } from "./turn-deps.js";
+import { turnError } from "./turn-errors.js";
+import type { LoadedThread, ThreadEvent } from "./threads.js";
+
+export class TurnStream {
+  constructor(
+    private readonly deps: TurnDeps,
+    private readonly recorder: ItemRecorder,
+  ) {}
+
+  async onLoopEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> {
+    switch (e.type) {
+      case "modelCallStart":
+        turn.streaming.clear();
+        turn.modelCallStartedAt = performance.now();
+        return;
+      case "stream":
+        return this.onStream(thread, turn, e.event);
+      case "modelCallFailed": {
+        this.deps.observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, e.error.kind);
+        // An interrupt keeps what was shown (the user stopped it there); any other failure voids it.
+        await this.closeStreamingItems(thread, turn, e.error.kind !== "aborted");
+        if (e.error.kind === "aborted") return;
+        if (!e.willRetry) turn.announcedFailure = true;
+        const error = {
+          ...turnError(e.error, { exhaustedRetries: !e.willRetry && e.error.retryable }),
+          // The wait before the retry (Retry-After, capped) is visible to clients, not only in logs.
+          additionalDetails: e.willRetry ? `retrying in ${e.retryInMs ?? 0} ms (retry ${e.attempt + 1} of ${e.maxRetries})` : null,
+        };
+        await this.deps.runtime.commit(thread, [{ method: "error", params: { error, willRetry: e.willRetry, threadId: thread.id, turnId: turn.id } }]);
+        if (e.willRetry) this.deps.log.warn({ threadId: thread.id, turnId: turn.id, kind: e.error.kind, retryInMs: e.retryInMs }, "model call failed; retrying");
+        return;
+      }
+      case "assistantMessage":
+        return this.onAssistantMessage(thread, turn, e.message, e.usage);
+      case "toolResult":
+        return this.appendHistory(thread, turn, [e.result]);
+      case "reminded":
+        return this.appendHistory(thread, turn, [e.message]);
+      case "steered": {
+        const steered = turn.steering.splice(0, e.messages.length);
+        const now = Date.now();
+        for (const s of steered) {
+          const item: ThreadItem = { type: "userMessage", id: uuidv7(), clientId: s.clientId, content: s.input, startedAtMs: now, completedAtMs: now };
+          await this.recorder.started(thread, turn, { ...item, completedAtMs: null });
+          await this.recorder.completed(thread, turn, [item]);
+        }
+        return this.appendHistory(thread, turn, e.messages);
+      }
+      case "compacted":
+        return; // the compaction marker is stored by the compaction itself
+    }
+  }
+
+  async appendHistory(thread: LoadedThread, turn: ActiveTurn, messages: Message[]): Promise<void> {
+    const write = this.deps.historyLog.stage(thread, turn.id, messages.map((message) => ({ kind: "message" as const, turnOrdinal: turn.ordinal, message })));
+    await this.deps.runtime.commit(thread, [], write);
+  }
+
+  private async onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> {
+    // Tool-call blocks come last and have no item until the tool runs: text before them is only
+    // complete once the whole message is (a cut stream must not leave a completed partial answer).
+    if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return;
+    await this.completeEarlierBlocks(thread, turn, ev.index);
+    const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
+    let item = turn.streaming.get(ev.index);
+    if (!item) {
+      item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now() };
+      turn.streaming.set(ev.index, item);
+      await this.recorder.started(thread, turn, streamingPayload(item));
+    }
+    const base = { threadId: thread.id, turnId: turn.id, itemId: item.id, delta: ev.delta };
+    if (ev.type === "textDelta") {
+      item.text += ev.delta;
+      this.deps.runtime.publishLive(thread, "item/agentMessage/delta", base);
+    } else if (ev.type === "reasoningSummaryDelta") {
+      while (item.summary.length <= ev.summaryIndex) item.summary.push("");
+      item.summary[ev.summaryIndex] += ev.delta;
+      this.deps.runtime.publishLive(thread, "item/reasoning/summaryTextDelta", { ...base, summaryIndex: ev.summaryIndex });
+    } else {
+      item.text += ev.delta;
+      this.deps.runtime.publishLive(thread, "item/reasoning/textDelta", { ...base, contentIndex: 0 });
+    }
+  }
+
+  /**
+   * Blocks of one assistant message stream one after another in all three providers, so a delta
+   * for block `index` means every earlier block is finished. Completing them now gives Codex's
+   * wire order (reasoning started → deltas → reasoning completed → agentMessage started …)
+   * instead of holding every item/completed until the whole message has streamed.
+   */
+  private async completeEarlierBlocks(thread: LoadedThread, turn: ActiveTurn, index: number): Promise<void> {
+    const finished = [...turn.streaming].filter(([i, item]) => i < index && !item.done).map(([, item]) => item);
+    if (finished.length === 0) return;
+    const now = Date.now();
+    for (const item of finished) item.done = true;
+    await this.recorder.completed(thread, turn, finished.map((item) => streamingPayload(item, now)));
+  }
+
+  /** Ends the attempt's open items: with what had arrived (interrupt), or voided (a failed attempt). */
+  async closeStreamingItems(thread: LoadedThread, turn: ActiveTurn, voided: boolean): Promise<void> {
+    if (turn.streaming.size === 0) return;
+    const now = Date.now();
+    const open = [...turn.streaming.values()].filter((i) => !i.done);
+    turn.streaming.clear();
+    if (voided) for (const i of open) Object.assign(i, { text: "", summary: [] });
+    if (open.length > 0) await this.recorder.completed(thread, turn, open.map((i) => streamingPayload(i, now)));
+  }
+
+  private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
+    const { runtime, observer, historyLog, settings, turns, log } = this.deps;
+    const now = Date.now();
+    observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, "ok");
+    observer.tokens(thread.record.modelProvider, usage);
+    const toStart: ThreadItem[] = [];
+    const completed: ThreadItem[] = [];
+    message.content.forEach((block, index) => {
+      if (block.type === "toolCall") return;
+      const streamed = turn.streaming.get(index);
+      if (streamed?.done) return; // completed on the wire when the next block started
+      const kind = block.type === "text" ? "agentMessage" : "reasoning";
+      if (!streamed && block.type === "text" && block.text === "") return;
+      if (!streamed && block.type === "reasoning" && !block.text && block.summary.every((s) => !s)) return;
+      const item: StreamingItem = streamed ?? { id: uuidv7(), kind, text: "", summary: [], startedAtMs: now };
+      if (block.type === "text") item.text = block.text;
+      else {
+        item.text = block.text;
+        item.summary = [...block.summary];
+      }
+      if (!streamed) toStart.push(streamingPayload(item));
+      completed.push(streamingPayload(item, now));
+    });
+    turn.streaming.clear();
+
+    thread.lastInputTokens = usage.inputTokens;
+    const total = addUsage(thread.record.tokenUsage ?? emptyUsage(), usage);
+    thread.record = { ...thread.record, tokenUsage: total };
+    const breakdown = (u: Usage) => ({
+      totalTokens: u.totalTokens,
+      inputTokens: u.inputTokens,
+      cachedInputTokens: u.cachedInputTokens,
+      cacheWriteInputTokens: u.cacheWriteInputTokens,
+      outputTokens: u.outputTokens,
+      reasoningOutputTokens: u.reasoningOutputTokens,
+    });
+    const writeHistory = historyLog.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]);
+    const cacheHit = usage.inputTokens > 0 ? usage.cachedInputTokens / usage.inputTokens : 0;
+    log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
+
+    const records = toStart.map((item) => ({ item, ordinal: turn.nextItemOrdinal++ }));
+    const events: ThreadEvent[] = [
+      ...toStart.map((item) => ({ method: "item/started" as const, params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: now } })),
+      ...completed.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: now } })),
+      {
+        method: "thread/tokenUsage/updated",
+        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: settings.contextWindow ?? null } },
+      },
+    ];
+    await runtime.commit(thread, events, async (tx) => {
+      for (const r of records) await this.recorder.write(tx, thread, turn, r.item, r.ordinal, "inProgress", now);
+      for (const item of completed) await turns.completeItem(tx, item.id, item, "completed", now);
+      await writeHistory(tx);
+      await this.deps.runtime.store.updateThread(tx, thread.id, { tokenUsage: total, updatedAtMs: now });
+    });
+  }
+}
+
+export function streamingPayload(item: StreamingItem, completedAtMs: number | null = null): ThreadItem {
+  const times = { startedAtMs: item.startedAtMs, completedAtMs };
+  return item.kind === "agentMessage"
+    ? { type: "agentMessage", id: item.id, text: item.text, phase: null, moderation: null, memoryCitation: null, delivery: null, questions: null, ...times }
+    : { type: "reasoning", id: item.id, summary: item.summary, content: item.text ? [item.text] : [], ...times };
+}
