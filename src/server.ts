@@ -22,7 +22,9 @@ import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { ThreadRuntime } from "./runtime/threads.js";
 import { recoverInterruptedTurns, type RecoveryResult } from "./runtime/recovery.js";
-import { TurnRunner, type TurnSettings } from "./runtime/turns.js";
+import { DEFAULT_STREAM_IDLE_TIMEOUT_MS, TurnRunner, type TurnSettings } from "./runtime/turns.js";
+import { loadHookConfig } from "./hooks/config.js";
+import { HookRunner } from "./hooks/runner.js";
 import { TurnStore } from "./store/turn-store.js";
 import { HistoryLog } from "./runtime/history-log.js";
 import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
@@ -216,6 +218,20 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
   const contextWindow = Number(process.env.APP_SERVER_CONTEXT_WINDOW ?? 0);
   const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
+  const streamIdleTimeoutMs = Number(process.env.APP_SERVER_STREAM_IDLE_TIMEOUT_MS ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
+  const planStopGuard = !["0", "false", "off"].includes((process.env.APP_SERVER_PLAN_STOP_GUARD ?? "").toLowerCase());
+  const hookConfig = await loadHookConfig(process.env.APP_SERVER_HOOKS_CONFIG ?? path.join(opts.home, "hooks.json"));
+  for (const problem of hookConfig.errors) log.warn({ path: hookConfig.path, problem }, "hook configuration problem; those hooks are not run");
+  const hooks =
+    hookConfig.hooks.length > 0 ? new HookRunner(
+          hookConfig,
+          commands,
+          (threadId) => {
+            const r = runtime.loaded.get(threadId)?.record;
+            return r ? (r.sandboxPolicy ?? policyOfMode(r.sandbox)) : null;
+          },
+          log.child({ component: "hooks" }),
+        ) : null;
   const turnStore = new TurnStore(db.sql);
   const historyLog = new HistoryLog(turnStore, store);
   const turns = new TurnRunner(
@@ -230,12 +246,15 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       maxConcurrentTurns: limits.maxConcurrentTurns,
       ...(Number.isSafeInteger(contextWindow) && contextWindow > 0 ? { contextWindow } : {}),
       autoCompactShare: autoCompactShare > 0 && autoCompactShare <= 1 ? autoCompactShare : 0.8,
+      streamIdleTimeoutMs: Number.isSafeInteger(streamIdleTimeoutMs) && streamIdleTimeoutMs > 0 ? streamIdleTimeoutMs : DEFAULT_STREAM_IDLE_TIMEOUT_MS,
+      planStopGuard,
       ...opts.turns,
     },
     log.child({ component: "turns" }),
     historyLog,
     metrics,
     commands,
+    hooks,
   );
   const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
