@@ -79,7 +79,8 @@ export const ListMcpServerStatusResponse = z
   .object({ data: z.array(McpServerStatus), nextCursor: z.string().nullable() })
   .meta({ id: "ListMcpServerStatusResponse" });
 
-export const McpServerRefreshParams = z.object({}).loose().optional().meta({ id: "McpServerRefreshParams" });
+/** Codex sends no params (or null) for a reload. */
+export const McpServerRefreshParams = z.object({}).loose().nullable().optional().meta({ id: "McpServerRefreshParams" });
 export const McpServerRefreshResponse = z.object({}).meta({ id: "McpServerRefreshResponse" });
 
 export const McpServerToolCallParams = z

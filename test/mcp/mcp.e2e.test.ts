@@ -14,6 +14,8 @@ import { BACKENDS, freshDatabase, type TestDatabase } from "../support/db.js";
 import { RpcError, TestClient } from "../support/client.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
 import { REPO_ROOT } from "../support/process.js";
+import { conformanceProblems } from "../support/codex.js";
+import { startRecordingRelay, type RecordingRelay } from "../support/recording-relay.js";
 import { startServerOn, type TestServer } from "../support/server.js";
 import { toolResultTexts } from "../support/approvals.js";
 import { mockProviders, text, turnCompleted } from "../support/turns.js";
@@ -28,6 +30,7 @@ let db: TestDatabase | undefined;
 let mock: MockModelServer | undefined;
 let ts: TestServer | undefined;
 let client: TestClient | undefined;
+let relays: RecordingRelay[] = [];
 
 beforeEach(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), "aas-mcp-e2e-"));
@@ -35,12 +38,17 @@ beforeEach(async () => {
   mock = await startMockModelServer();
 });
 afterEach(async () => {
+  // Every server message of every test is what Codex's schema allows (intended -32602s excepted).
+  const problems = relays.flatMap((r) => conformanceProblems(r.frames)).filter((p) => !p.includes("no MCP server named nope"));
   await client?.close();
+  for (const r of relays) await r.close();
+  relays = [];
   await ts?.close();
   await mock?.close();
   await db?.cleanup();
   rmSync(dir, { recursive: true, force: true });
   client = ts = mock = db = undefined;
+  expect(problems).toEqual([]);
 });
 
 const configFile = () => path.join(dir, "mcp.json");
@@ -50,7 +58,9 @@ function writeConfig(servers: Record<string, unknown> = { test: { command: proce
 
 async function start(reopen = false) {
   ts = await startServerOn(db!, { modelProvider: "openai", model: "mock-model", providers: mockProviders(mock!), mcpConfig: configFile(), cwd: dir }, reopen);
-  client = await TestClient.initialized(ts.url);
+  const relay = await startRecordingRelay(ts.url);
+  relays.push(relay);
+  client = await TestClient.initialized(relay.url);
   await ts.server.app.mcp.settled();
 }
 

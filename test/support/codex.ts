@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Ajv from "ajv";
+import { Ajv } from "ajv";
 import type { RecordedFrame } from "./recording-relay.js";
 
 const CACHE_BIN = path.join(os.homedir(), ".cache", "aas-codex", "node_modules", ".bin", "codex");
@@ -63,6 +63,11 @@ export function codexEnv(extra: Record<string, string> = {}): { env: NodeJS.Proc
 const SCHEMA_DIR = path.resolve(import.meta.dirname, "../../../shared/reference/codex-app-server-schema/json-experimental");
 const load = (f: string) => JSON.parse(readFileSync(path.join(SCHEMA_DIR, f), "utf8"));
 
+const PARAMLESS_RESPONSES: Record<string, string> = {
+  "config/mcpServer/reload": "McpServerRefreshResponse",
+  "configRequirements/read": "ConfigRequirementsReadResponse",
+};
+
 let validators: ReturnType<typeof build> | undefined;
 function build() {
   const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });
@@ -77,6 +82,8 @@ function build() {
     const ref = (v.properties.params.$ref as string | undefined)?.split("/").pop();
     if (ref) responseOf.set(method, ref.replace(/Params$/, "Response"));
   }
+  // Methods without params name their response after Codex's Rust type, not a params type.
+  for (const [method, response] of Object.entries(PARAMLESS_RESPONSES)) if (!responseOf.has(method)) responseOf.set(method, response);
   return { ajv, notification, serverRequest, initialize, responseOf };
 }
 
