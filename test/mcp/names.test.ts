@@ -1,0 +1,36 @@
+/** Model-facing names of MCP tools: valid for both providers, stable, unambiguous, sorted. */
+import { describe, expect, it } from "vitest";
+import { modelToolName, nameTools } from "../../src/mcp/names.js";
+
+const VALID = /^[a-zA-Z0-9_-]{1,64}$/;
+
+describe("MCP tool names", () => {
+  it("keeps clean names readable: mcp__<server>__<tool>", () => {
+    expect(modelToolName("github", "create_issue")).toBe("mcp__github__create_issue");
+  });
+
+  it("sanitises other characters and long names, ending them in a stable hash", () => {
+    const dotted = modelToolName("files", "read.file");
+    expect(dotted).toMatch(/^mcp__files__read_file_[0-9a-f]{8}$/);
+    expect(modelToolName("files", "read.file")).toBe(dotted); // stable
+    expect(modelToolName("files", "read_file")).not.toBe(dotted); // "read.file" and "read_file" stay apart
+    const long = modelToolName("server", "x".repeat(200));
+    expect(long).toMatch(VALID);
+    expect(long.length).toBe(64);
+    for (const name of [dotted, long, modelToolName("a b", "ü/?*"), modelToolName("s", "")]) expect(name).toMatch(VALID);
+  });
+
+  it("names every pair apart and sorts by model name, whatever order the servers answered in", () => {
+    const pairs = [
+      { server: "b", tool: "z" },
+      { server: "a", tool: "y" },
+      { server: "a", tool: "x".repeat(100) },
+      { server: "a", tool: `${"x".repeat(100)}!` },
+    ];
+    const one = nameTools(pairs).map((t) => t.modelName);
+    const two = nameTools([...pairs].reverse()).map((t) => t.modelName);
+    expect(one).toEqual(two);
+    expect(one).toEqual([...one].sort());
+    expect(new Set(one).size).toBe(pairs.length);
+  });
+});
