@@ -193,10 +193,44 @@ describe.each(BACKENDS)("SIGKILL and restart (%s)", (backend: Backend) => {
       expect(mock.requests).toHaveLength(2);
       const next = mock.requests[1]!;
       expectExtends(provider, lastBefore, next);
-      // The call the model made is answered, as not executed, right after it.
+      // The call the model made is answered right after it, truthfully: it had started (the
+      // client was asked), so its outcome is unknown — never "not executed".
       const results = toolResultsIn(provider, next.body);
       expect(results.map((r) => r.callId)).toEqual([mockCallId(provider, 1)]);
-      expect(results[0]!.text).toMatch(/not executed/);
+      expect(results[0]!.text).not.toMatch(/not executed/);
+      expect(results[0]!.text).toMatch(/outcome is unknown/);
+    }, CHILD_TEST_TIMEOUT_MS);
+
+    it("killed during a started shell command: the next request does not tell the model it was not executed", async () => {
+      const workspace = await mkdtemp(path.join(os.tmpdir(), "aas-crash-ws-"));
+      try {
+        let server = await start();
+        const a = await connect(server);
+        const threadId = (await a.request("thread/start", { cwd: workspace, approvalPolicy: "never" })).thread.id;
+        mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo started > started.txt; sleep 60" } }] });
+        await a.request("turn/start", { threadId, input: text("run it") });
+        await a.waitFor((f) => f.method === "item/started" && f.params.item?.type === "commandExecution");
+        // The command is running (its side effect is visible) when the process dies.
+        for (let i = 0; i < 200 && !existsSync(path.join(workspace, "started.txt")); i++) await new Promise((r) => setTimeout(r, 25));
+        expect(existsSync(path.join(workspace, "started.txt"))).toBe(true);
+        const lastBefore = mock.requests[0]!;
+
+        await kill(server);
+        server = await start();
+        const b = await connect(server);
+        await b.request("thread/resume", { threadId });
+        mock.enqueue({ text: "I will check first." });
+        const t2 = (await b.request("turn/start", { threadId, input: text("what happened?") })).turn;
+        expect((await turnCompleted(b, t2.id)).params.turn.status).toBe("completed");
+        const next = mock.requests.at(-1)!;
+        expectExtends(provider, lastBefore, next);
+        const results = toolResultsIn(provider, next.body);
+        expect(results.map((r) => r.callId)).toEqual([mockCallId(provider, 1)]);
+        expect(results[0]!.text).not.toMatch(/not executed/);
+        expect(results[0]!.text).toMatch(/outcome is unknown/);
+      } finally {
+        await rm(workspace, { recursive: true, force: true });
+      }
     }, CHILD_TEST_TIMEOUT_MS);
 
     it("killed while an approval waits: the turn is restored as waiting, asked again with the same item, and accept runs the command once", async () => {

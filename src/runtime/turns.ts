@@ -79,6 +79,11 @@ export class TurnRunner {
     this.compactor = new Compactor(this.deps, this.recorder);
   }
 
+  /** The user's configured hooks (listed by hooks/list), or null when none are configured. */
+  get hooks(): HookRunner | null {
+    return this.deps.hooks;
+  }
+
   /** Turns running in this process (start, compact and restored ones). */
   private running = 0;
 

@@ -59,7 +59,7 @@ export function registerClientSetupHandlers(conn: Connection, app: AppContext): 
   // Skills (SKILL.md bundles) are not implemented: every cwd has none, and no errors.
   conn.handle("skills/list", (p) => ({ data: cwdsOf(p.cwds).map((cwd) => ({ cwd, skills: [], errors: [] })) }));
   conn.handle("plugin/installed", () => ({ marketplaces: [], marketplaceLoadErrors: [] }));
-  conn.handle("hooks/list", async (p) => ({ data: await listHooks(cwdsOf(p.cwds)) }));
+  conn.handle("hooks/list", async (p) => ({ data: await listHooks(cwdsOf(p.cwds), app.turns.hooks) }));
 
   // Codex's "default" mode is how every turn runs here; there is no plan-only mode.
   conn.handle("collaborationMode/list", () => ({ data: [{ name: "Default", mode: "default" as const, model: null, reasoning_effort: null }] }));

@@ -10,6 +10,8 @@ export interface HooksListEntry {
   errors: unknown[];
 }
 
-export async function listHooks(cwds: string[]): Promise<HooksListEntry[]> {
+export async function listHooks(cwds: string[], registry?: { list(cwds: readonly string[]): HooksListEntry[] } | null): Promise<HooksListEntry[]> {
+  // The configured hooks (src/hooks, issue 13) when there are any.
+  if (registry) return registry.list(cwds);
   return cwds.map((cwd) => ({ cwd, hooks: [], warnings: [], errors: [] }));
 }
