@@ -10,6 +10,7 @@ import websocket from "@fastify/websocket";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { WebSocket } from "ws";
 import type { Logger } from "../log.js";
+import { DEFAULT_KEEPALIVE, watchSocket, type KeepaliveOptions } from "./keepalive.js";
 import { deltaHint, OutboundQueue } from "./outbound.js";
 
 /** The playground's files, read once: public/ next to src/ (tsx) or dist/ (built). */
@@ -47,7 +48,9 @@ export interface WebSocketTransportOptions {
   accept(
     send: (text: string, message?: Record<string, unknown>) => void,
     closeSocket: (code: number, reason: string) => void,
-  ): { receive(text: string): void; closed(): void };
+  ): { receive(text: string): void; closed(): void; initialized?(): boolean };
+  /** Pings, pong deadline and initialize deadline (default DEFAULT_KEEPALIVE). */
+  keepalive?: KeepaliveOptions;
   /** Required bearer token (constant-time compared); null: no authentication. */
   authToken?: string | null;
   /** Browser origins allowed besides the server's own. */
@@ -136,7 +139,13 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   const sockets = new Set<WebSocket>();
   const queues = new Set<OutboundQueue>();
   await app.register(websocket, {
-    options: { maxPayload: opts.maxFrameBytes },
+    options: {
+      maxPayload: opts.maxFrameBytes,
+      // No subprotocol is selected, whatever the client offers (ws would echo the first one,
+      // claiming a protocol we know nothing about). Codex's clients offer none; JSON-RPC has no
+      // registered subprotocol name. A client that insists on one sees the handshake without it.
+      handleProtocols: () => false,
+    },
     // A client's protocol error (oversized frame → 1009, invalid UTF-8 → 1007, abrupt reset) is
     // not a server error: ws has already sent the close code; log it briefly and drop the socket.
     errorHandler: (err, socket) => {
@@ -245,6 +254,14 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
         queues.add(outbound);
         const send = (text: string, message?: Record<string, unknown>) => outbound.push(text, message ? deltaHint(message) : undefined);
         const peer = opts.accept(send, (code, reason) => socket.close(code, reason));
+        watchSocket(socket, opts.keepalive ?? DEFAULT_KEEPALIVE, {
+          initialized: () => peer.initialized?.() ?? true,
+          onTimeout: (reason) =>
+            opts.log.warn(
+              { component: "ws", reason },
+              reason === "ping" ? "closed a connection that stopped answering pings" : "closed a connection that did not initialize in time",
+            ),
+        });
         socket.on("message", (data, isBinary) => {
           if (isBinary) {
             send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: binary frames are not supported; send JSON text frames" } }));
