@@ -33,6 +33,7 @@ import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
 import { startWebSocketTransport } from "./transport/websocket.js";
 import { keepaliveFromEnv, type KeepaliveOptions } from "./transport/keepalive.js";
+import { DEFAULT_MAX_INPUT_BYTES } from "./transport/frame-limits.js";
 import { VERSION } from "./version.js";
 import { policyOfMode } from "./sandbox/policy.js";
 import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
@@ -115,7 +116,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const connections = new Set<Connection>();
   let app: AppContext | undefined;
 
-  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  // The input limit's default keeps an input's echo within 1 MiB frames (transport/frame-limits.ts).
+  const limits: ServerLimits = { ...DEFAULT_LIMITS, maxInputBytes: DEFAULT_MAX_INPUT_BYTES, ...opts.limits };
   // Every command the model or a client runs goes through this runner (the OS sandbox seam).
   // What it hides from sandboxed commands: this server's home (database files, tokens) and the token file.
   const commands = new CommandRunner({
