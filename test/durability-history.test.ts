@@ -122,7 +122,9 @@ describe("thread/compact/start", () => {
 
     const t4 = await turn(threadId, "gamma");
     expect(t4.request.rawBody).toContain("SUMMARY-MANUAL of the talk.");
-    for (const gone of ["alpha", "beta", SUMMARIZE]) expect(t4.request.rawBody).not.toContain(gone);
+    // The old turns' answers are replaced by the summary; the user's messages stay verbatim (as Codex keeps them).
+    for (const gone of ["re:alpha", "re:beta", SUMMARIZE]) expect(t4.request.rawBody).not.toContain(gone);
+    for (const kept of ["alpha", "beta"]) expect(t4.request.rawBody).toContain(kept);
     expect(t4.request.body.instructions).toBe(t1.request.body.instructions);
     expect(t4.request.body.tools).toEqual(t1.request.body.tools);
     expect(t4.request.body.input[0]).toEqual(t1.request.body.input[0]); // the environment context opens it still
@@ -184,7 +186,8 @@ describe("thread/compact/start", () => {
     expect(summarize!.rawBody).toContain(SUMMARIZE);
     expect(retried!.rawBody).toContain("SUMMARY-OVERFLOW");
     expect(retried!.rawBody).toContain("beta"); // the turn's own input is kept
-    expect(retried!.rawBody).not.toContain("alpha");
+    expect(retried!.rawBody).not.toContain("re:alpha"); // answers go; user messages stay verbatim
+    expect(retried!.rawBody).toContain("alpha");
     const turnItems = (m: string) => client.notifications(m).filter((f) => f.params.turnId === t2.id).map((f) => f.params.item.type);
     expect(turnItems("item/completed")).toEqual(["userMessage", "contextCompaction", "agentMessage"]);
     expect(turnItems("item/started")).toEqual(["userMessage", "contextCompaction", "agentMessage"]);
@@ -213,18 +216,19 @@ describe("thread/compact/start", () => {
 });
 
 describe("automatic compaction by the usage share of the context window", () => {
-  const { ctx, turn, read } = setup({ turns: { contextWindow: 1000, autoCompactShare: 0.5 } });
+  // A window the summary request (system prompt and tool schemas included) can fit in.
+  const { ctx, turn, read } = setup({ turns: { contextWindow: 20_000, autoCompactShare: 0.5 } });
 
   it("a turn after a call that used 90% of the window compacts first; below the share nothing happens", async () => {
     const { h, client } = ctx;
     const threadId = (await client.request("thread/start", {})).thread.id;
-    h.mock.enqueue({ text: "small", usage: { input: 400 } });
+    h.mock.enqueue({ text: "small", usage: { input: 8000 } });
     const t1 = (await client.request("turn/start", { threadId, input: text("alpha") })).turn;
     await turnCompleted(client, t1.id);
-    h.mock.enqueue({ text: "big", usage: { input: 900 } });
+    h.mock.enqueue({ text: "big", usage: { input: 18000 } });
     const t2 = (await client.request("turn/start", { threadId, input: text("beta") })).turn;
     await turnCompleted(client, t2.id);
-    expect(h.mock.requests).toHaveLength(2); // 400 < 500: no compaction before t2
+    expect(h.mock.requests).toHaveLength(2); // 8000 < 10000: no compaction before t2
 
     h.mock.enqueue({ text: "SUMMARY-USAGE" }, { text: "after compaction", usage: { input: 100 } });
     const t3 = (await client.request("turn/start", { threadId, input: text("gamma") })).turn;
@@ -235,7 +239,7 @@ describe("automatic compaction by the usage share of the context window", () => 
     expect(summarize!.rawBody).toContain(SUMMARIZE);
     expect(answer!.rawBody).toContain("SUMMARY-USAGE");
     expect(answer!.rawBody).toContain("gamma");
-    for (const gone of ["alpha", "beta"]) expect(answer!.rawBody).not.toContain(gone);
+    for (const gone of ["small", "big"]) expect(answer!.rawBody).not.toContain(`"${gone}"`);
     expect(itemTypes((await read(threadId)).turns[2])).toEqual(["userMessage", "contextCompaction", "agentMessage"]);
 
     // After it, the usage is low again: the next turn does not compact.
@@ -247,7 +251,7 @@ describe("automatic compaction by the usage share of the context window", () => 
     const { h } = ctx;
     let client = ctx.client;
     const threadId = (await client.request("thread/start", {})).thread.id;
-    h.mock.enqueue({ text: "big", usage: { input: 900 } });
+    h.mock.enqueue({ text: "big", usage: { input: 18000 } });
     const t1 = (await client.request("turn/start", { threadId, input: text("alpha") })).turn;
     await turnCompleted(client, t1.id);
     await client.close();
@@ -342,7 +346,8 @@ describe.each(BACKENDS)("fork, rollback and compaction survive a restart (%s)", 
     // Each thread's context came back from the store exactly: same bytes, extended.
     const p6 = await turn(p, "p-after-restart");
     expectExtends("anthropic", p5.request, p6.request);
-    for (const gone of ["alpha", "gamma"]) expect(p6.request.rawBody).not.toContain(gone);
+    // Compacted: the old answers are gone (user messages stay verbatim); the rolled-back turn is gone entirely.
+    for (const gone of ["re:alpha", "gamma"]) expect(p6.request.rawBody).not.toContain(gone);
     const f5 = await turn(f, "f-after-restart");
     expectExtends("anthropic", f4.request, f5.request);
     expect(f5.request.rawBody).not.toContain("gamma");
