@@ -16,6 +16,7 @@ import { registerClientSetupHandlers } from "./rpc/handlers/client-setup.js";
 import { HistoryPages } from "./store/history-pages.js";
 import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
+import { registerMcpHandlers } from "./rpc/handlers/mcp.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
@@ -37,6 +38,9 @@ import { DEFAULT_MAX_INPUT_BYTES } from "./transport/frame-limits.js";
 import { VERSION } from "./version.js";
 import { policyOfMode } from "./sandbox/policy.js";
 import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
+import { locateMcpConfig } from "./mcp/config.js";
+import { McpManager } from "./mcp/manager.js";
+import { mcpSource } from "./mcp/source.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
@@ -126,6 +130,10 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     set: opts.commandEnvironment,
     hiddenPaths: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : [])],
   });
+  // MCP servers: a configuration error stops the start (naming the file and the field); the
+  // servers themselves connect in the background, so a slow one never delays readiness.
+  const mcp = new McpManager({ file: await locateMcpConfig(opts.mcpConfig, opts.home), defaultCwd, runner: commands, log: log.child({ component: "mcp" }) });
+  await mcp.load();
   const sandboxStatus = commands.status().then((status) => {
     if (status.available) log.info({ bwrap: status.bwrap, version: status.version }, "command sandbox ready");
     else log.warn({ reason: status.reason, help: SANDBOX_HELP }, "command sandbox unavailable: commands under read-only and workspace-write are refused (danger-full-access still runs)");
@@ -145,6 +153,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerTurnHandlers(conn, app!);
     registerClientSetupHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
+    registerMcpHandlers(conn, app!);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -257,6 +266,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     metrics,
     commands,
     hooks,
+    [mcpSource(mcp)],
   );
   const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
@@ -273,7 +283,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
     turnsOf: (threadId) => history.turnsOf(threadId),
     pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
+    mcp,
   };
+  await mcp.start();
 
   for (const r of recovery.restorable) {
     await turns.restore(r).catch((err) => log.error({ err, threadId: r.threadId, turnId: r.turnId }, "could not restore a waiting turn"));
@@ -307,6 +319,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         for (const c of connections) c.close();
         await turns.interruptAll();
         await runtime.shutdown();
+        await mcp.close();
         if (analyze) clearTimeout(analyze);
         await db.close();
         log.info({}, "stopped");
