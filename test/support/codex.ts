@@ -66,6 +66,8 @@ const load = (f: string) => JSON.parse(readFileSync(path.join(SCHEMA_DIR, f), "u
 const PARAMLESS_RESPONSES: Record<string, string> = {
   "config/mcpServer/reload": "McpServerRefreshResponse",
   "configRequirements/read": "ConfigRequirementsReadResponse",
+  "account/logout": "LogoutAccountResponse",
+  "account/securitySetup/read": "GetAccountSecuritySetupResponse",
 };
 
 let validators: ReturnType<typeof build> | undefined;
@@ -79,7 +81,8 @@ function build() {
   const responseOf = new Map<string, string>();
   for (const v of load("ClientRequest.json").oneOf as any[]) {
     const method = v.properties.method.enum[0] as string;
-    const ref = (v.properties.params.$ref as string | undefined)?.split("/").pop();
+    const params = v.properties.params;
+    const ref = ((params.$ref ?? params.anyOf?.find((a: any) => a.$ref)?.$ref) as string | undefined)?.split("/").pop();
     if (ref) responseOf.set(method, ref.replace(/Params$/, "Response"));
   }
   // Methods without params name their response after Codex's Rust type, not a params type.

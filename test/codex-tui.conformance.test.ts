@@ -1,0 +1,207 @@
+// @needs-os-sandbox: the codex TUI's approved command runs through the server's OS sandbox
+/**
+ * The real `codex` 0.171 TUI with `--remote` against this server (through a recording relay) and
+ * the mock model, in a detached tmux session of a fixed size, driven with `send-keys` and read
+ * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`,
+ * `codex resume --remote` (picker) and `codex fork --remote --last`. Every session must be
+ * conformant: no request answered -32601/-32602, every server message valid against Codex's schema.
+ *
+ * The TUI names a thread after its first prompt by running a throwaway ephemeral thread whose
+ * prompt asks the model for a title; those model requests go to a second mock (a small router in
+ * front of both), so the scripted replies of the real turns never race them.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { CODEX_BIN, codexEnv, conformanceProblems, hasTmux, noCodex } from "./support/codex.js";
+import { startRecordingRelay, type RecordingRelay } from "./support/recording-relay.js";
+import { makeWorkspace } from "./support/approvals.js";
+import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
+import { startTestServer, type TestServer } from "./support/server.js";
+import { mockProviders } from "./support/turns.js";
+
+const tmuxMissing = !hasTmux();
+if (tmuxMissing) {
+  if (process.env.REQUIRE_CODEX === "1") throw new Error("REQUIRE_CODEX=1 but tmux is not installed (the TUI conformance tests need it)");
+  console.warn("[skipped] codex TUI conformance tests: tmux is not installed");
+}
+
+const TITLE_PROMPT = "single-line task title";
+
+/** Forwards each model request to `main`, or to `titles` when it is the TUI's title request. */
+async function startModelRouter(main: MockModelServer, titles: MockModelServer): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const target = new URL((body.toString("utf8").includes(TITLE_PROMPT) ? titles : main).url);
+      const headers = { ...req.headers, host: target.host, "content-length": String(body.length) };
+      const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers }, (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      });
+      up.on("error", () => res.destroy());
+      res.on("close", () => up.destroy());
+      up.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const SOCKET = `aas-tui-${process.pid}`;
+const tmux = (...args: string[]) => spawnSync("tmux", ["-L", SOCKET, "-f", "/dev/null", ...args], { encoding: "utf8" });
+
+describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 0.171)", { timeout: 400_000 }, () => {
+  let ts: TestServer;
+  let mock: MockModelServer;
+  let titleMock: MockModelServer;
+  let router: Awaited<ReturnType<typeof startModelRouter>>;
+  let relay: RecordingRelay;
+  let ws: ReturnType<typeof makeWorkspace>;
+  let codex: ReturnType<typeof codexEnv>;
+  let session: string | null = null;
+  let sessions = 0;
+
+  beforeAll(async () => {
+    ws = makeWorkspace();
+    mock = await startMockModelServer();
+    titleMock = await startMockModelServer({ defaultReply: { text: "Mock title" } });
+    router = await startModelRouter(mock, titleMock);
+    const routed = { ...mock, url: router.url, anthropicBaseUrl: router.url, openaiBaseUrl: `${router.url}/v1` } as MockModelServer;
+    ts = await startTestServer("pglite", { modelProvider: "openai", model: "mock-model", providers: mockProviders(routed), cwd: ws.dir });
+    relay = await startRecordingRelay(ts.url);
+    codex = codexEnv();
+  });
+  afterEach(() => {
+    if (session) tmux("kill-session", "-t", session);
+    session = null;
+  });
+  afterAll(async () => {
+    tmux("kill-server");
+    await relay?.close();
+    await ts?.close();
+    await router?.close();
+    await mock?.close();
+    await titleMock?.close();
+    codex?.cleanup();
+    ws?.cleanup();
+  });
+
+  /** Starts `codex <args> --remote <relay>` in a new detached 120×40 tmux session in the workspace. */
+  function startTui(args: string[]): void {
+    session = `tui${++sessions}`;
+    const env = Object.entries(codex.env).map(([k, v]) => `${k}=${v}`);
+    const r = tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", ws.dir, "env", "-i", ...env, CODEX_BIN, ...args, "--remote", relay.url, ";", "set-option", "-t", session, "remain-on-exit", "on");
+    expect(r.status, r.stderr).toBe(0);
+  }
+  const screen = () => tmux("capture-pane", "-p", "-t", session!).stdout;
+  const keys = (...k: string[]) => expect(tmux("send-keys", "-t", session!, ...k).status).toBe(0);
+  /** Types text literally, then Enter as a separate key press (as a person would). */
+  async function submit(text: string) {
+    keys("-l", text);
+    await waitFor(() => screen().includes(text), `the typed text "${text}"`);
+    keys("Enter");
+  }
+  /** Polls until `check` holds (bounded, generous: a loaded 2-core machine), else fails with the screen. */
+  async function waitFor(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (check()) return;
+      if (Date.now() > deadline) throw new Error(`waited for ${what}; the screen shows:\n${session ? screen() : "(no session)"}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  const waitForScreen = (re: RegExp) => waitFor(() => re.test(screen()), `${re} on the TUI screen`);
+  const serverFrames = (from: number, method: string) => relay.frames.slice(from).filter((f) => f.dir === "server→client" && f.frame?.method === method);
+  const exchanges = (from: number, method: string) => relay.exchanges().filter((e) => e.request.method === method && relay.frames.indexOf(relay.frames.find((f) => f.frame === e.request)!) >= from);
+  const READY = /Ask Codex to do anything|›/;
+
+  let threadId = "";
+
+  it("starts, streams an answer, asks before a command, runs it after `y`, completes the turn", async () => {
+    const from = relay.frames.length;
+    startTui(["-s", "workspace-write"]);
+    await waitForScreen(/Ask Codex to do anything/);
+
+    mock.enqueue({ text: ["Hello ", "from ", "the ", "mock"] });
+    await submit("say hello");
+    await waitForScreen(/Hello from the mock/);
+    await waitFor(() => serverFrames(from, "turn/completed").some((f) => f.frame.params.turn.items.some((i: any) => i.type === "agentMessage")), "turn/completed");
+    const started = exchanges(from, "thread/start").find((e) => !e.response?.result?.thread?.ephemeral)!;
+    threadId = started.response.result.thread.id;
+    expect(started.request.params.sandbox).toBe("workspace-write");
+
+    // A workdir outside the workspace and the temp roots is what on-request (the TUI's policy) asks about.
+    const target = path.join(ws.dir, "tui-ran.txt");
+    mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: `echo approved-by-y > ${target}`, workdir: "/" } }] }, { text: "the command is done" });
+    const beforeCommand = relay.frames.length;
+    await submit("run the command");
+    await waitFor(() => serverFrames(beforeCommand, "item/commandExecution/requestApproval").length === 1, "the approval request");
+    await waitForScreen(/Would you like to run the following command\?[\s\S]*Yes, proceed \(y\)/);
+    expect(existsSync(target)).toBe(false);
+    keys("y");
+    await waitForScreen(/the command is done/);
+    await waitFor(() => serverFrames(beforeCommand, "turn/completed").some((f) => f.frame.params.threadId === threadId), "turn/completed of the command turn");
+    expect(readFileSync(target, "utf8")).toBe("approved-by-y\n");
+    const answer = relay.frames.slice(beforeCommand).find((f) => f.dir === "client→server" && f.frame?.result?.decision !== undefined)!;
+    expect(answer.frame.result.decision).toBe("accept");
+    const done = serverFrames(beforeCommand, "item/completed").find((f) => f.frame.params.item.type === "commandExecution")!;
+    expect(done.frame.params.item.status).toBe("completed");
+    expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
+  });
+
+  it("codex resume --remote: picks the thread in the picker and continues it", async () => {
+    expect(threadId).not.toBe("");
+    const from = relay.frames.length;
+    startTui(["resume"]);
+    await waitForScreen(/say hello|Mock title/);
+    keys("Enter");
+    await waitFor(() => exchanges(from, "thread/resume").some((e) => e.response?.result), "thread/resume");
+    const resumed = exchanges(from, "thread/resume").find((e) => e.response?.result)!;
+    expect(resumed.request.params.threadId).toBe(threadId);
+    await waitForScreen(/Ask Codex to do anything/);
+
+    mock.enqueue({ text: "resumed answer" });
+    const before = mock.requests.length;
+    await submit("what did I say first");
+    await waitForScreen(/resumed answer/);
+    const turn = exchanges(from, "turn/start").find((e) => e.request.params.threadId === threadId);
+    expect(turn).toBeDefined();
+    expect(mock.requests.length).toBeGreaterThan(before);
+    expect(JSON.stringify(mock.requests.at(-1)!.body)).toContain("say hello");
+    expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
+  });
+
+  it("codex fork --remote --last: forks the latest thread into a new one", async () => {
+    expect(threadId).not.toBe("");
+    const from = relay.frames.length;
+    startTui(["fork", "--last"]);
+    await waitFor(() => exchanges(from, "thread/fork").some((e) => e.response?.result), "thread/fork");
+    const fork = exchanges(from, "thread/fork").find((e) => e.response?.result)!;
+    expect(fork.request.params.threadId).toBe(threadId);
+    const forked = fork.response.result.thread;
+    expect(forked.id).not.toBe(threadId);
+    expect(forked.forkedFromId).toBe(threadId);
+    await waitForScreen(/Ask Codex to do anything/);
+
+    mock.enqueue({ text: "forked answer" });
+    await submit("continue in the fork");
+    await waitForScreen(/forked answer/);
+    expect(exchanges(from, "turn/start").some((e) => e.request.params.threadId === forked.id)).toBe(true);
+    expect(JSON.stringify(mock.requests.at(-1)!.body)).toContain("say hello");
+    expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
+  });
+});
