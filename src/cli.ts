@@ -1,29 +1,25 @@
 /** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, DEFAULT_LISTEN, resolveServeConfig } from "./config.js";
-import { createLogger } from "./log.js";
+import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, missingApiKeyWarning, resolveServeConfig } from "./config.js";
+import { createLogger, routeConsoleWarnings } from "./log.js";
+import { describeStartError } from "./start-error.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
 
-const HELP = `app-server ${VERSION} — a self-hosted server for driving coding agents (Codex app-server v2 protocol)
-
-Usage:
-  app-server serve [options]             run the server (its web playground: http://HOST:PORT/)
-  app-server exec PROMPT [options]       run one turn and print it as it streams
-  app-server threads [options]           list threads
-  app-server generate-json-schema --out DIR
-                                         write the protocol's JSON Schema files to DIR
-  app-server --help | --version
-
-serve options (environment fallback in brackets):
+const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --listen URL             ws://HOST:PORT (port 0 picks a free port) or stdio://  [APP_SERVER_LISTEN]
                            default ${DEFAULT_LISTEN}
-  --database-url URL       PostgreSQL URL; without it an embedded PGlite database
-                           is kept under the home directory                  [DATABASE_URL]
+  --database-url URL       PostgreSQL URL (URL-encode special characters of the password);
+                           without it an embedded PGlite database is kept under the
+                           home directory                                    [DATABASE_URL]
+  --database-schema NAME   keep the tables in this Postgres schema (created if missing)
+                                                                             [APP_SERVER_DATABASE_SCHEMA]
   --home DIR               data directory, default ~/.agent-app-server       [APP_SERVER_HOME]
   --model-provider P       anthropic | openai | openai-chat, default openai  [APP_SERVER_MODEL_PROVIDER]
-  --model M                default model for new threads                    [APP_SERVER_MODEL]
+  --model M                default model for new threads, default per provider:
+                           ${Object.entries(DEFAULT_MODELS).map(([p, m]) => `${p} ${m}`).join(", ")}
+                                                                             [APP_SERVER_MODEL]
   --max-frame-bytes N      largest accepted message, default 16 MiB          [APP_SERVER_MAX_FRAME_BYTES]
   --auth-token-file FILE   clients must send this token (Authorization: Bearer) [APP_SERVER_AUTH_TOKEN_FILE]
                            (or the token itself in APP_SERVER_AUTH_TOKEN)
@@ -37,13 +33,44 @@ serve options (environment fallback in brackets):
   --command-env NAME       pass this environment variable (or PREFIX*) to commands, besides
                            PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR … (repeatable)
                                                                              [APP_SERVER_COMMAND_ENV]
+  --mcp-config FILE        MCP servers offered to the model as mcp__SERVER__TOOL, default
+                           <home>/mcp.json when it exists                    [APP_SERVER_MCP_CONFIG]
+  -h, --help               this help
 
+New threads run in the directory serve was started from unless the client sends a cwd.
 Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
-ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr.
+ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr
+(APP_SERVER_LOG_LEVEL=debug adds details, such as the stack of a start-up failure).
+`;
 
-exec options (PROMPT "-" reads the prompt from stdin):
-  --url URL                connect to this server; without it an embedded server is
-                           started in-process (same --home and database defaults as serve)
+export const HELP = {
+  global: `app-server ${VERSION} — a self-hosted server for driving coding agents (Codex app-server v2 protocol)
+
+Usage:
+  app-server serve [options]             run the server (its web playground: http://HOST:PORT/)
+  app-server exec PROMPT [options]       run one turn and print it as it streams
+  app-server threads [options]           list threads
+  app-server generate-json-schema --out DIR
+                                         write the protocol's JSON Schema files to DIR
+  app-server --help | --version
+
+Run \`app-server COMMAND --help\` for a command's options.
+`,
+  serve: `Usage: app-server serve [options]
+
+Runs the server: JSON-RPC over WebSocket (with the web playground at http://HOST:PORT/) or stdio.
+
+${SERVE_OPTIONS_HELP}`,
+  exec: `Usage: app-server exec PROMPT [options]
+
+Runs one turn and prints it as it streams. PROMPT "-" reads the prompt from stdin. The thread runs
+in the current directory (or --cwd). Without --url an embedded server is started in-process (same
+--home and database defaults as serve) and stopped afterwards.
+
+Options:
+  --url URL                connect to this running server (ws:// or wss://)
+  --token T                the server's token, sent as Authorization: Bearer T
+                                                               [APP_SERVER_AUTH_TOKEN]
   --thread ID              continue this thread instead of starting a new one
   --approve MODE           how to answer approval requests: ask (prompt on the terminal:
                            y yes, s yes for the session, n no, c cancel the turn; declines
@@ -51,27 +78,53 @@ exec options (PROMPT "-" reads the prompt from stdin):
   --approval-policy P      when the server asks: untrusted | on-request | on-failure | never
   --sandbox S              read-only | workspace-write | danger-full-access
   --cwd DIR                the thread's working directory, default the current one
-  --model M, --model-provider P
+  --model M                the thread's model
+  --model-provider P       anthropic | openai | openai-chat
   --json                   print each notification as one JSON line on stdout
   --home DIR               the embedded server's data directory              [APP_SERVER_HOME]
-  --token T                the server's token, sent as Authorization: Bearer T
-                                                               [APP_SERVER_AUTH_TOKEN]
-  The agent's text goes to stdout; commands, output, file changes and the plan to stderr.
-  Ctrl-C interrupts the turn (twice: quit at once).
-  Exit codes: 0 completed, 1 failed (or connection lost), 2 usage error, 130 interrupted.
+  -h, --help               this help
 
-threads options:
-  --url URL, --home DIR, --token T   as for exec
+The agent's text goes to stdout; commands, output, file changes and the plan to stderr.
+Ctrl-C interrupts the turn (twice: quit at once).
+Exit codes: 0 completed, 1 failed (or connection lost), 2 usage error, 130 interrupted.
+`,
+  threads: `Usage: app-server threads [options]
+
+Lists threads, newest activity first (a fork says which thread it was forked from).
+
+Options:
+  --url URL                connect to this running server; without it an embedded server
+                           is started on --home
+  --token T                the server's token                                [APP_SERVER_AUTH_TOKEN]
+  --home DIR               the embedded server's data directory              [APP_SERVER_HOME]
   --search TERM            only threads whose name or preview contains TERM
   --limit N                at most N threads (1-100, default 25)
   --archived               list archived threads instead
   --json                   one thread object per line
-`;
+  -h, --help               this help
+`,
+  "generate-json-schema": `Usage: app-server generate-json-schema --out DIR
+
+Writes the JSON Schema of every implemented method, notification and object to DIR.
+
+Options:
+  --out DIR                the directory to write (created if missing)
+  -h, --help               this help
+`,
+};
+
+const wantsHelp = (args: string[]) => args.includes("--help") || args.includes("-h");
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
-    process.stdout.write(HELP);
+  if (command === undefined || command === "--help" || command === "-h") {
+    process.stdout.write(HELP.global);
+    return 0;
+  }
+  if (command === "help") {
+    // `app-server help serve` = `app-server serve --help`.
+    const topic = rest[0] && rest[0] in HELP ? (rest[0] as keyof typeof HELP) : "global";
+    process.stdout.write(HELP[topic]);
     return 0;
   }
   if (command === "--version" || command === "-V") {
@@ -79,6 +132,10 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === "generate-json-schema") {
+    if (wantsHelp(rest)) {
+      process.stdout.write(HELP["generate-json-schema"]);
+      return 0;
+    }
     let values: { out?: string };
     try {
       ({ values } = parseArgs({ args: rest, options: { out: { type: "string" } }, strict: true }));
@@ -107,19 +164,19 @@ export async function main(argv: string[]): Promise<number> {
     return serve(t.serve);
   }
   if (command === "exec" || command === "threads") {
-    if (rest.includes("--help") || rest.includes("-h")) {
-      process.stdout.write(HELP);
+    if (wantsHelp(rest)) {
+      process.stdout.write(HELP[command]);
       return 0;
     }
     return command === "exec" ? (await import("./client/exec.js")).runExec(rest) : (await import("./client/threads.js")).runThreads(rest);
   }
-  process.stderr.write(`unknown command: ${command}\n\n${HELP}`);
+  process.stderr.write(`app-server: unknown command: ${command}\n\n${HELP.global}`);
   return 2;
 }
 
 async function serve(args: string[]): Promise<number> {
-  if (args.includes("--help") || args.includes("-h")) {
-    process.stdout.write(HELP);
+  if (wantsHelp(args)) {
+    process.stdout.write(HELP.serve);
     return 0;
   }
   const log = createLogger();
@@ -132,6 +189,10 @@ async function serve(args: string[]): Promise<number> {
     process.stderr.write(`app-server: ${message}\n`);
     return 2;
   }
+  // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
+  routeConsoleWarnings(log);
+  const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
+  if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
   let stopping = false;
   let server: RunningServer | undefined;
   let resolveDone!: (code: number) => void;
@@ -152,11 +213,21 @@ async function serve(args: string[]): Promise<number> {
   process.once("SIGINT", () => void stop("SIGINT"));
   try {
     const { startServer } = await import("./server.js");
-    server = await startServer({ ...config, log, onStdioEnd: () => void stop("stdin closed") });
+    server = await startServer({
+      ...config,
+      log,
+      ...(config.databaseSchema ? { database: { schema: config.databaseSchema } } : {}),
+      onStdioEnd: () => void stop("stdin closed"),
+    });
   } catch (err) {
-    log.error({ err }, "could not start");
-    process.stderr.write(`app-server: could not start: ${(err as Error).message}\n`);
+    const message = describeStartError(err, config);
+    // The stack only at debug level: at the default level one line says what failed.
+    log.error({ error: message }, "could not start");
+    log.debug({ err }, "start-up failure details");
+    process.stderr.write(`app-server: could not start: ${message}\n`);
     return 1;
   }
+  log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
   return done;
 }
+

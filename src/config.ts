@@ -1,5 +1,5 @@
 /** Server configuration from flags with environment fallbacks (DESIGN.md §10). */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -7,15 +7,40 @@ import { parseArgs } from "node:util";
 export const DEFAULT_LISTEN = "ws://127.0.0.1:4500";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Default model of each provider for new threads (current models of the SDKs' lists; none on
+ * the Anthropic SDK's deprecation list). `openai-chat` is mostly used with other servers
+ * (Ollama, vLLM …), where --model names their model.
+ */
 export const DEFAULT_MODELS: Record<string, string> = {
-  anthropic: "claude-sonnet-4-5",
-  openai: "gpt-5",
-  "openai-chat": "gpt-4o-mini",
+  anthropic: "claude-sonnet-5-5",
+  openai: "gpt-5.4",
+  "openai-chat": "gpt-5.4-mini",
 };
+
+/** The SDK variable holding each provider's API key. */
+export const API_KEY_VARIABLES: Record<string, string> = {
+  anthropic: "ANTHROPIC_API_KEY",
+  openai: "OPENAI_API_KEY",
+  "openai-chat": "OPENAI_API_KEY",
+};
+
+/**
+ * A start-up warning when the configured provider has no API key in the environment (the first
+ * turn would fail with the SDK's error otherwise); null when it has one.
+ */
+export function missingApiKeyWarning(modelProvider: string, env: NodeJS.ProcessEnv): string | null {
+  const variable = API_KEY_VARIABLES[modelProvider];
+  if (!variable || env[variable]) return null;
+  const local = modelProvider === "openai-chat" && env.OPENAI_BASE_URL ? " (a local server usually accepts any value, e.g. OPENAI_API_KEY=none)" : "";
+  return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is${local}`;
+}
 
 export interface ServerConfig {
   listen: string;
   databaseUrl: string | undefined;
+  /** Postgres schema for the tables (created if missing); default: the connection's search_path. */
+  databaseSchema?: string;
   home: string;
   modelProvider: string;
   model: string;
@@ -72,9 +97,9 @@ export function parseListen(url: string): Listen {
   try {
     u = new URL(url);
   } catch {
-    throw new ConfigError(`invalid listen URL: ${url} (expected ws://HOST:PORT or stdio://)`);
+    throw new ConfigError(`invalid --listen URL: ${url} (expected ws://HOST:PORT or stdio://)`);
   }
-  if (u.protocol !== "ws:") throw new ConfigError(`unsupported listen URL scheme: ${u.protocol} (expected ws:// or stdio://)`);
+  if (u.protocol !== "ws:") throw new ConfigError(`unsupported --listen URL scheme: ${u.protocol} (expected ws:// or stdio://)`);
   const port = u.port === "" ? 80 : Number(u.port);
   const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
   return { kind: "ws", host, port };
@@ -87,6 +112,7 @@ export function isLoopback(host: string): boolean {
 export const SERVE_OPTIONS = {
   listen: { type: "string" },
   "database-url": { type: "string" },
+  "database-schema": { type: "string" },
   home: { type: "string" },
   "model-provider": { type: "string" },
   model: { type: "string" },
@@ -120,6 +146,19 @@ function readToken(file: string): string {
   return token;
 }
 
+/** A PostgreSQL URL, checked before any connection attempt; errors name where it came from. */
+function checkDatabaseUrl(url: string, source: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ConfigError(`invalid ${source}: not a URL (expected postgres://USER:PASSWORD@HOST:PORT/DATABASE; URL-encode special characters in the password)`);
+  }
+  if (u.protocol !== "postgres:" && u.protocol !== "postgresql:")
+    throw new ConfigError(`invalid ${source}: scheme ${u.protocol} (expected postgres:// or postgresql://)`);
+  if (!u.hostname && !u.searchParams.get("host")) throw new ConfigError(`invalid ${source}: no host (expected postgres://USER:PASSWORD@HOST:PORT/DATABASE)`);
+}
+
 export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): ServerConfig {
   const { values } = parseArgs({ args: argv, options: SERVE_OPTIONS, allowPositionals: false, strict: true });
   // An empty variable (as compose writes for unset optional ones) means "not set".
@@ -128,12 +167,22 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   if (!(modelProvider in DEFAULT_MODELS))
     throw new ConfigError(`unknown model provider: ${modelProvider} (expected ${Object.keys(DEFAULT_MODELS).join(", ")})`);
   const home = path.resolve(values.home ?? env.APP_SERVER_HOME ?? path.join(os.homedir(), ".agent-app-server"));
+  const homeSource = values.home !== undefined ? "--home" : env.APP_SERVER_HOME !== undefined ? "APP_SERVER_HOME" : "the home directory";
+  let homeStat;
+  try {
+    homeStat = statSync(home);
+  } catch {
+    homeStat = undefined; // created at start
+  }
+  if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
+  const databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
+  if (databaseUrl !== undefined) checkDatabaseUrl(databaseUrl, values["database-url"] !== undefined ? "--database-url" : "DATABASE_URL");
   const maxFrame = values["max-frame-bytes"] ?? env.APP_SERVER_MAX_FRAME_BYTES;
   const maxFrameBytes = maxFrame === undefined ? DEFAULT_MAX_FRAME_BYTES : Number(maxFrame);
   if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1024) throw new ConfigError(`invalid max frame size: ${maxFrame}`);
   const config: ServerConfig = {
     listen: values.listen ?? env.APP_SERVER_LISTEN ?? DEFAULT_LISTEN,
-    databaseUrl: values["database-url"] ?? (env.DATABASE_URL || undefined),
+    databaseUrl,
     home,
     modelProvider,
     model: values.model ?? env.APP_SERVER_MODEL ?? DEFAULT_MODELS[modelProvider]!,
@@ -152,6 +201,13 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
       }).filter(([, v]) => v !== undefined),
     ),
   };
+  const schema = values["database-schema"] ?? env.APP_SERVER_DATABASE_SCHEMA;
+  if (schema !== undefined) {
+    const source = values["database-schema"] !== undefined ? "--database-schema" : "APP_SERVER_DATABASE_SCHEMA";
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) throw new ConfigError(`invalid ${source}: ${schema} (expected letters, digits and _, not starting with a digit)`);
+    if (!databaseUrl) throw new ConfigError(`${source} needs a PostgreSQL database (--database-url or DATABASE_URL)`);
+    config.databaseSchema = schema;
+  }
   const bwrap = values.bwrap ?? env.APP_SERVER_BWRAP;
   if (bwrap) config.bwrapPath = bwrap;
   const commandEnv = values["command-env"] ?? (env.APP_SERVER_COMMAND_ENV ? env.APP_SERVER_COMMAND_ENV.split(",") : []);
@@ -171,7 +227,13 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   for (const origin of config.allowedOrigins!) {
     if (!/^https?:\/\/[^/]+$/.test(origin)) throw new ConfigError(`invalid allowed origin: ${origin} (expected scheme://host[:port])`);
   }
-  const listen = parseListen(config.listen);
+  let listen: Listen;
+  try {
+    listen = parseListen(config.listen);
+  } catch (err) {
+    if (values.listen === undefined && err instanceof ConfigError) throw new ConfigError(err.message.replace("--listen", "APP_SERVER_LISTEN"));
+    throw err;
+  }
   if (listen.kind === "ws" && !isLoopback(listen.host) && !config.authToken && !config.insecureNoAuth)
     throw new ConfigError(
       `refusing to listen on non-loopback address ${listen.host} without authentication: set --auth-token-file or APP_SERVER_AUTH_TOKEN (or --insecure-no-auth)`,

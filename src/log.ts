@@ -30,3 +30,21 @@ export function redactUrl(url: string): string {
     return "[unparseable url]";
   }
 }
+
+/**
+ * Routes console.warn (and process warnings) of the libraries in this process — the SDKs print
+ * model deprecation notices with console.warn, on every request — to the logger as one JSON
+ * warning per distinct message, so that stderr keeps its JSON lines and a notice is not repeated
+ * on every retry. For the CLI's own processes (serve, exec, threads), not for embedders.
+ */
+export function routeConsoleWarnings(log: Logger): void {
+  const seen = new Set<string>();
+  const once = (source: string, text: string) => {
+    if (seen.has(text)) return;
+    seen.add(text);
+    log.warn({ component: source }, text.replace(/\s*\n\s*/g, " ").trim());
+  };
+  console.warn = (...args: unknown[]) => once("library", args.map((a) => (typeof a === "string" ? a : a instanceof Error ? a.message : JSON.stringify(a))).join(" "));
+  process.removeAllListeners("warning");
+  process.on("warning", (w) => once("node", `${w.name}: ${w.message}`));
+}

@@ -1,5 +1,5 @@
 /** The `app-server` command as a real process: help, schema generation, serve, signals, config errors. */
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -7,6 +7,10 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { TestClient } from "./support/client.js";
 import { TEST_DATABASE_URL } from "./support/db.js";
 import { parseJson, postgresSchemaUrl, REPO_ROOT, runCli, removeSeed, seededHome, spawnCli, type CliProcess } from "./support/process.js";
+import { startMockModelServer } from "./support/mock-model-server.js";
+import { SERVE_OPTIONS } from "../src/config.js";
+import { EXEC_OPTIONS } from "../src/client/exec.js";
+import { THREADS_OPTIONS } from "../src/client/threads.js";
 
 const clientInfo = { name: "cli-test", title: null, version: "1.0.0" };
 
@@ -34,15 +38,35 @@ function serve(args: string[], env: Record<string, string> = {}): CliProcess {
 const httpOf = (wsUrl: string) => wsUrl.replace(/^ws:/, "http:");
 
 describe.concurrent("app-server --help, --version, unknown commands", () => {
-  it("--help exits 0 and lists the commands and serve's options", async () => {
-    for (const args of [["--help"], ["-h"], [], ["serve", "--help"]]) {
+  it("--help exits 0 and lists the commands, pointing at each command's own help", async () => {
+    for (const args of [["--help"], ["-h"], []]) {
       const p = await runCli(args);
       expect(p.exit, args.join(" ")).toEqual({ code: 0, signal: null });
-      expect(p.stdout).toContain("serve");
-      expect(p.stdout).toContain("generate-json-schema");
-      for (const flag of ["--listen", "--database-url", "--home", "--model-provider", "--model"]) expect(p.stdout).toContain(flag);
-      for (const env of ["APP_SERVER_LISTEN", "DATABASE_URL", "APP_SERVER_HOME", "APP_SERVER_MODEL_PROVIDER", "APP_SERVER_MODEL"]) expect(p.stdout).toContain(env);
+      for (const command of ["serve", "exec", "threads", "generate-json-schema"]) expect(p.stdout).toContain(`app-server ${command}`);
+      expect(p.stdout).toContain("app-server COMMAND --help");
     }
+  });
+
+  // Every flag a command accepts is in its own help (the option tables are the parsers' own).
+  it.each([
+    ["serve", Object.keys(SERVE_OPTIONS)],
+    ["exec", Object.keys(EXEC_OPTIONS)],
+    ["threads", Object.keys(THREADS_OPTIONS)],
+    ["generate-json-schema", ["out"]],
+  ])("%s --help prints that command's help with every flag it takes", async (command, flags) => {
+    const [p, alias] = await Promise.all([runCli([command, "--help"]), runCli(["help", command])]);
+    expect(p.exit).toEqual({ code: 0, signal: null });
+    expect(p.stdout).toMatch(new RegExp(`^Usage: app-server ${command}`));
+    for (const flag of flags) expect(p.stdout, `--${flag}`).toMatch(new RegExp(`--${flag}\\b`));
+    expect(alias.stdout).toBe(p.stdout);
+    // Not the global help.
+    expect(p.stdout).not.toContain("app-server COMMAND --help");
+  });
+
+  it("serve --help names the environment variable of each setting", async () => {
+    const p = await runCli(["serve", "--help"]);
+    for (const env of ["APP_SERVER_LISTEN", "DATABASE_URL", "APP_SERVER_DATABASE_SCHEMA", "APP_SERVER_HOME", "APP_SERVER_MODEL_PROVIDER", "APP_SERVER_MODEL", "APP_SERVER_AUTH_TOKEN_FILE", "APP_SERVER_INSECURE_NO_AUTH", "APP_SERVER_ALLOWED_ORIGINS", "APP_SERVER_MAX_CONNECTIONS", "APP_SERVER_MAX_CONCURRENT_TURNS", "APP_SERVER_BWRAP", "APP_SERVER_COMMAND_ENV"])
+      expect(p.stdout).toContain(env);
   });
 
   it("--version prints the package version", async () => {
@@ -91,11 +115,13 @@ describe.concurrent("app-server serve: configuration errors exit 2 with a clear 
     ["an unknown flag", ["--bogus"], /Unknown option '--bogus'/],
     ["a flag without its value", ["--listen"], /--listen/],
     ["a positional argument", ["extra"], /extra/],
-    ["a listen URL that is not a URL", ["--listen", "not a url"], /invalid listen URL: not a url/],
-    ["a listen URL with another scheme", ["--listen", "http://127.0.0.1:4500"], /unsupported listen URL scheme: http:/],
-    ["a listen port out of range", ["--listen", "ws://127.0.0.1:99999"], /invalid listen URL/],
+    ["a listen URL that is not a URL", ["--listen", "not a url"], /invalid --listen URL: not a url/],
+    ["a listen URL with another scheme", ["--listen", "http://127.0.0.1:4500"], /unsupported --listen URL scheme: http:/],
+    ["a listen port out of range", ["--listen", "ws://127.0.0.1:99999"], /invalid --listen URL/],
     ["an unknown model provider", ["--model-provider", "gemini"], /unknown model provider: gemini/],
     ["a bad --max-frame-bytes", ["--max-frame-bytes", "lots"], /invalid max frame size: lots/],
+    ["a database URL that is not a URL", ["--database-url", "localhost:5432/app"], /invalid --database-url: /],
+    ["a database schema without a database", ["--database-schema", "aas"], /--database-schema needs a PostgreSQL database/],
   ])("%s", async (_what, args, message) => {
     const p = await runCli(["serve", ...args], { env: { APP_SERVER_HOME: path.join(os.tmpdir(), "aas-never-created") } });
     expect(p.exit).toEqual({ code: 2, signal: null });
@@ -113,6 +139,17 @@ describe.concurrent("app-server serve: configuration errors exit 2 with a clear 
     },
   );
 
+  it("refuses a --home that is a file, saying so (not EEXIST … mkdir)", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "aas-cli-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const file = path.join(dir, "not-a-dir");
+    await writeFile(file, "x");
+    const p = await runCli(["serve", "--home", file]);
+    expect(p.exit).toEqual({ code: 2, signal: null });
+    expect(p.stderr).toContain(`app-server: --home ${file} is not a directory`);
+    expect(p.stderr).not.toMatch(/EEXIST|\n\s+at /);
+  });
+
   it("refuses a non-loopback address from APP_SERVER_LISTEN too", async () => {
     const p = await runCli(["serve"], { env: { APP_SERVER_LISTEN: "ws://0.0.0.0:0" } });
     expect(p.exit.code).toBe(2);
@@ -126,8 +163,12 @@ describe("app-server serve on ws://", () => {
     cleanups.push(() => rm(h, { recursive: true, force: true }));
     const p = await runCli(["serve", "--listen", "ws://127.0.0.1:0", "--home", h, "--database-url", "postgres://app:s3cr3t-pw@127.0.0.1:1/app"]);
     expect(p.exit.code).toBe(1);
-    expect(p.stderr).toMatch(/could not start/);
+    // Says what failed, without the password and without a stack trace at the default log level.
+    expect(p.stderr).toContain("app-server: could not start: cannot connect to the database at postgres://app:***@127.0.0.1:1/app: ECONNREFUSED");
     expect(p.stderr).not.toContain("s3cr3t-pw");
+    const logged = p.stderrLines.map(parseJson).find((m) => m?.msg === "could not start");
+    expect(logged.error).toMatch(/^cannot connect to the database at /);
+    expect(p.stderr).not.toMatch(/"stack"|\n\s+at /);
   });
 
   it("fails with exit 1 and says why when the listen port is taken", async () => {
@@ -148,6 +189,8 @@ describe("app-server serve on ws://", () => {
     const h = await home();
     const p = serve(["--listen", "ws://127.0.0.1:0", "--home", h]);
     const url = await p.listening();
+    // Where new threads run: the directory serve started in.
+    expect((await p.waitForLog(`new threads run in ${REPO_ROOT.replace(/\/$/, "")} unless the client sends a cwd`)).cwd).toBe(REPO_ROOT.replace(/\/$/, ""));
     expect(url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
     expect(url).not.toBe("ws://127.0.0.1:0");
     const ready = await fetch(`${httpOf(url)}/readyz`);
@@ -273,5 +316,66 @@ describe("app-server serve on ws://", () => {
     } finally {
       await sql.end();
     }
+  });
+});
+
+describe("app-server serve: warnings at start-up", () => {
+  it("warns once when the provider has no API key, and not when it has one", async () => {
+    const [without, withKey] = [await home(), await home()];
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", without, "--model-provider", "anthropic"], { ANTHROPIC_API_KEY: "" });
+    await p.listening();
+    const warnings = p.stderrLines.map(parseJson).filter((m) => m?.level === 40);
+    expect(warnings.map((m) => m.msg)).toEqual(["ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is"]);
+    const q = serve(["--listen", "ws://127.0.0.1:0", "--home", withKey, "--model-provider", "anthropic"], { ANTHROPIC_API_KEY: "k" });
+    await q.listening();
+    expect(q.stderrLines.map(parseJson).filter((m) => m?.level === 40 && /API_KEY/.test(m.msg))).toEqual([]);
+  });
+
+  it("the SDK's deprecation notice for a model becomes one JSON warning, not text on every request", async () => {
+    const mock = await startMockModelServer();
+    cleanups.push(() => mock.close());
+    const h = await home();
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", h, "--model-provider", "anthropic", "--model", "claude-sonnet-4-5"], {
+      ANTHROPIC_BASE_URL: mock.anthropicBaseUrl,
+      ANTHROPIC_API_KEY: "test-key",
+    });
+    const c = await TestClient.initialized(await p.listening());
+    const { thread } = await c.request("thread/start", {});
+    for (const text of ["one", "two"]) {
+      mock.enqueue({ text: `reply ${text}` });
+      const { turn } = await c.request("turn/start", { threadId: thread.id, input: [{ type: "text", text, text_elements: [] }] });
+      await c.waitFor((m) => m.method === "turn/completed" && m.params.turn.id === turn.id);
+    }
+    await c.close();
+    p.child.kill("SIGTERM");
+    await p.exited;
+    expect(mock.requests.filter((r) => r.api === "anthropic")).toHaveLength(2);
+    const lines = p.stderrLines.filter((l) => l.trim() !== "");
+    expect(lines.filter((l) => parseJson(l) === undefined)).toEqual([]); // JSON lines only
+    const notices = lines.map(parseJson).filter((m) => /deprecated/.test(m.msg ?? ""));
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatchObject({ level: 40, component: "library" });
+    expect(notices[0].msg).toContain("The model 'claude-sonnet-4-5' is deprecated");
+  });
+});
+
+describe("app-server from any directory (npm link / npm install -g .)", () => {
+  it("runs through a symlinked bin, as a global install makes it, in another directory", async () => {
+    // npm link (and npm install -g . from the checkout) puts a symlink to bin/app-server.js on PATH;
+    // it runs the built dist/ (npm install builds it).
+    const dir = await mkdtemp(path.join(os.tmpdir(), "aas-bin-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    await mkdir(path.join(dir, "bin"));
+    await mkdir(path.join(dir, "elsewhere"));
+    await symlink(path.join(REPO_ROOT, "bin", "app-server.js"), path.join(dir, "bin", "app-server"));
+    const { spawnSync } = await import("node:child_process");
+    const run = (args: string[]) =>
+      spawnSync("app-server", args, { cwd: path.join(dir, "elsewhere"), encoding: "utf8", env: { ...process.env, PATH: `${path.join(dir, "bin")}:${process.env.PATH}` } });
+    const version = run(["--version"]);
+    expect(version.status, version.stderr).toBe(0);
+    expect(version.stdout.trim()).toBe(JSON.parse(await readFile(path.join(REPO_ROOT, "package.json"), "utf8")).version);
+    const help = run(["--help"]);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain("app-server exec PROMPT");
   });
 });

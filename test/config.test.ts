@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 /** Flag/env resolution of `serve` (src/config.ts), in-process: precedence, defaults, refusals. */
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, isLoopback, parseListen, resolveServeConfig } from "../src/config.js";
+import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
 
 /** The hardening settings when none are given. */
 const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {}, commandEnv: [] };
@@ -15,7 +16,7 @@ describe("resolveServeConfig", () => {
       databaseUrl: undefined,
       home: path.join(os.homedir(), ".agent-app-server"),
       modelProvider: "openai",
-      model: "gpt-5",
+      model: "gpt-5.4",
       maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
       ...NO_HARDENING,
     });
@@ -78,8 +79,8 @@ describe("resolveServeConfig", () => {
   });
 
   it("picks the provider's default model when only the provider is given", () => {
-    expect(resolveServeConfig(["--model-provider", "anthropic"], {}).model).toBe("claude-sonnet-4-5");
-    expect(resolveServeConfig([], { APP_SERVER_MODEL_PROVIDER: "openai-chat" }).model).toBe("gpt-4o-mini");
+    expect(resolveServeConfig(["--model-provider", "anthropic"], {}).model).toBe("claude-sonnet-5-5");
+    expect(resolveServeConfig([], { APP_SERVER_MODEL_PROVIDER: "openai-chat" }).model).toBe("gpt-5.4-mini");
   });
 
   it("treats an empty DATABASE_URL as unset (embedded PGlite) and resolves a relative home", () => {
@@ -94,9 +95,9 @@ describe("resolveServeConfig", () => {
     [["--max-frame-bytes", "100"], {}, /invalid max frame size: 100/],
     [["--max-frame-bytes", "1.5"], {}, /invalid max frame size/],
     [[], { APP_SERVER_MAX_FRAME_BYTES: "huge" }, /invalid max frame size: huge/],
-    [["--listen", "tcp://127.0.0.1:1"], {}, /unsupported listen URL scheme: tcp:/],
-    [["--listen", "wss://127.0.0.1:1"], {}, /unsupported listen URL scheme: wss:/],
-    [["--listen", "127.0.0.1:4500"], {}, /unsupported listen URL scheme|invalid listen URL/],
+    [["--listen", "tcp://127.0.0.1:1"], {}, /unsupported --listen URL scheme: tcp:/],
+    [["--listen", "wss://127.0.0.1:1"], {}, /unsupported --listen URL scheme: wss:/],
+    [["--listen", "127.0.0.1:4500"], {}, /unsupported --listen URL scheme|invalid --listen URL/],
     [["--listen", "ws://0.0.0.0:4500"], {}, /refusing to listen on non-loopback address 0\.0\.0\.0/],
     [[], { APP_SERVER_LISTEN: "ws://10.0.0.1:4500" }, /refusing to listen on non-loopback/],
   ] as const)("refuses %j %j with a ConfigError", (argv, env, message) => {
@@ -173,6 +174,59 @@ describe("authentication, origins and limits", () => {
   });
 
   it("treats empty environment variables as unset", () => {
-    expect(resolveServeConfig([], { APP_SERVER_MODEL: "", APP_SERVER_MODEL_PROVIDER: "" }).model).toBe("gpt-5");
+    expect(resolveServeConfig([], { APP_SERVER_MODEL: "", APP_SERVER_MODEL_PROVIDER: "" }).model).toBe("gpt-5.4");
+  });
+});
+
+describe("start-up checks that name what is wrong", () => {
+  it("refuses a database URL that is not a postgres:// URL, naming the flag or the variable", () => {
+    expect(() => resolveServeConfig(["--database-url", "not a url"], {})).toThrow(/^invalid --database-url: not a URL/);
+    expect(() => resolveServeConfig([], { DATABASE_URL: "mysql://db/app" })).toThrow(/^invalid DATABASE_URL: scheme mysql: \(expected postgres:\/\/ or postgresql:\/\/\)/);
+    expect(() => resolveServeConfig(["--database-url", "postgres://"], {})).toThrow(/invalid --database-url: no host/);
+    // The message never repeats the URL (it may hold a password).
+    expect(() => resolveServeConfig(["--database-url", "postgres//u:s3cret@h/db"], {})).toThrow(ConfigError);
+    try {
+      resolveServeConfig(["--database-url", "postgres//u:s3cret@h/db"], {});
+    } catch (err) {
+      expect((err as Error).message).not.toContain("s3cret");
+    }
+    expect(resolveServeConfig(["--database-url", "postgresql://u:p%40ss@127.0.0.1:5432/app"], {}).databaseUrl).toBe("postgresql://u:p%40ss@127.0.0.1:5432/app");
+  });
+
+  it("refuses a --home that is a file", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-config-"));
+    try {
+      const file = path.join(dir, "a-file");
+      writeFileSync(file, "x");
+      expect(() => resolveServeConfig(["--home", file], {})).toThrow(`--home ${file} is not a directory`);
+      expect(() => resolveServeConfig([], { APP_SERVER_HOME: file })).toThrow(`APP_SERVER_HOME ${file} is not a directory`);
+      expect(resolveServeConfig(["--home", path.join(dir, "new")], {}).home).toBe(path.join(dir, "new"));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("--database-schema: a plain identifier, with a Postgres database only", () => {
+    const url = "postgres://postgres@127.0.0.1:5432/postgres";
+    expect(resolveServeConfig(["--database-url", url, "--database-schema", "agent_app"], {}).databaseSchema).toBe("agent_app");
+    expect(resolveServeConfig([], { DATABASE_URL: url, APP_SERVER_DATABASE_SCHEMA: "aas" }).databaseSchema).toBe("aas");
+    expect(() => resolveServeConfig(["--database-url", url, "--database-schema", "a-b"], {})).toThrow(/invalid --database-schema: a-b/);
+    expect(() => resolveServeConfig(["--database-schema", "aas"], {})).toThrow(/--database-schema needs a PostgreSQL database/);
+  });
+
+  it("current default models (none on the Anthropic SDK's deprecation list)", () => {
+    // An internal file of the SDK (not exported): read it as text.
+    const file = path.join(path.dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk")), "internal", "data", "deprecated-models.js");
+    const DEPRECATED_MODELS = Object.fromEntries([...readFileSync(file, "utf8").matchAll(/'([^']+)': '([^']+)'/g)].map((m) => [m[1], m[2]]));
+    expect(Object.keys(DEPRECATED_MODELS).length).toBeGreaterThan(0);
+    for (const model of Object.values(DEFAULT_MODELS)) expect(DEPRECATED_MODELS).not.toHaveProperty(model);
+  });
+
+  it("warns when the provider has no API key", () => {
+    expect(missingApiKeyWarning("anthropic", {})).toMatch(/^ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail/);
+    expect(missingApiKeyWarning("openai", {})).toMatch(/^OPENAI_API_KEY is not set/);
+    expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/local server usually accepts any value/);
+    expect(missingApiKeyWarning("anthropic", { ANTHROPIC_API_KEY: "k" })).toBeNull();
+    expect(missingApiKeyWarning("openai-chat", { OPENAI_API_KEY: "k" })).toBeNull();
   });
 });

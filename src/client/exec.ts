@@ -7,6 +7,7 @@
  */
 import { createInterface } from "node:readline";
 import path from "node:path";
+import { statSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { TurnRenderer } from "./render.js";
 import type { RpcClient } from "./rpc-client.js";
@@ -46,7 +47,7 @@ const SANDBOXES: Record<string, object> = {
   "danger-full-access": { type: "dangerFullAccess" },
 };
 
-const EXEC_OPTIONS = {
+export const EXEC_OPTIONS = {
   thread: { type: "string" },
   url: { type: "string" },
   approve: { type: "string" },
@@ -92,6 +93,18 @@ export function parseExecArgs(args: string[], env: NodeJS.ProcessEnv): ExecOptio
   if (values.sandbox !== undefined && !(values.sandbox in SANDBOXES)) throw new UsageError(`--sandbox must be one of ${Object.keys(SANDBOXES).join(", ")} (got ${values.sandbox})`);
   if (values.url !== undefined && !/^wss?:\/\//.test(values.url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got ${values.url})`);
   if (values.url !== undefined && values.home !== undefined) throw new UsageError("--home is for the embedded server; it cannot be combined with --url");
+  // The thread's directory must exist before a turn runs in it. Checked here when the server is
+  // on this machine (embedded, or a loopback --url); a remote server checks its own.
+  if (values.cwd !== undefined && (values.url === undefined || isLoopbackUrl(values.url))) {
+    const dir = path.resolve(values.cwd);
+    let stat;
+    try {
+      stat = statSync(dir);
+    } catch {
+      throw new UsageError(`--cwd ${dir}: no such directory`);
+    }
+    if (!stat.isDirectory()) throw new UsageError(`--cwd ${dir}: not a directory`);
+  }
   return {
     prompt: positionals[0]!,
     threadId: values.thread,
@@ -106,6 +119,15 @@ export function parseExecArgs(args: string[], env: NodeJS.ProcessEnv): ExecOptio
     home: values.home,
     token: values.token ?? (env.APP_SERVER_AUTH_TOKEN || undefined),
   };
+}
+
+function isLoopbackUrl(url: string): boolean {
+  try {
+    const host = new URL(url).hostname.replace(/^\[(.*)\]$/, "$1");
+    return host === "localhost" || host === "::1" || /^127\./.test(host);
+  } catch {
+    return false;
+  }
 }
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
@@ -140,7 +162,7 @@ export async function runExec(args: string[], io: ExecIo = processIo()): Promise
   let session;
   try {
     session = await openSession(
-      { url: opts.url, home: opts.home, token: opts.token, modelProvider: opts.url ? undefined : opts.modelProvider, model: opts.url ? undefined : opts.model, env: io.env },
+      { url: opts.url, home: opts.home, token: opts.token, modelProvider: opts.url ? undefined : opts.modelProvider, model: opts.url ? undefined : opts.model, env: io.env, warn: (m) => renderer.info(`app-server exec: warning: ${m}`) },
       "app-server-exec",
     );
   } catch (err) {
@@ -207,19 +229,20 @@ async function runTurn(client: RpcClient, opts: ExecOptions, prompt: string, ren
   const stopListening = io.onInterrupt(interrupt);
 
   try {
-    const cwd = opts.cwd === undefined ? undefined : path.resolve(opts.cwd);
+    // Always the caller's directory (or --cwd): never the server's own default.
+    const cwd = path.resolve(opts.cwd ?? process.cwd());
     const turnOverrides: Record<string, unknown> = {};
     let settings: any;
     if (threadId) {
       settings = await client.request("thread/resume", { threadId, excludeTurns: true });
-      if (cwd) turnOverrides.cwd = cwd;
+      turnOverrides.cwd = cwd;
       if (opts.approvalPolicy) turnOverrides.approvalPolicy = opts.approvalPolicy;
       if (opts.sandbox) turnOverrides.sandboxPolicy = SANDBOXES[opts.sandbox];
       if (opts.model) turnOverrides.model = opts.model;
       if (opts.modelProvider) turnOverrides.modelProvider = opts.modelProvider;
     } else {
       settings = await client.request("thread/start", {
-        cwd: cwd ?? process.cwd(),
+        cwd,
         ...(opts.approvalPolicy ? { approvalPolicy: opts.approvalPolicy } : {}),
         ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
         // With --url these choose the thread's model; the embedded server already defaults to them.
@@ -228,10 +251,10 @@ async function runTurn(client: RpcClient, opts: ExecOptions, prompt: string, ren
       });
       threadId = settings.thread.id as string;
     }
-    renderer.cwd = cwd ?? settings.cwd;
+    renderer.cwd = cwd;
     const policy = opts.approvalPolicy ?? (typeof settings.approvalPolicy === "string" ? settings.approvalPolicy : "granular");
     renderer.info(
-      renderer.style("dim", `thread ${threadId} · ${opts.model ?? settings.model} (${opts.modelProvider ?? settings.modelProvider}) · ${cwd ?? settings.cwd} · approval ${policy}`),
+      renderer.style("dim", `thread ${threadId} · ${opts.model ?? settings.model} (${opts.modelProvider ?? settings.modelProvider}) · in ${cwd} · approval ${policy}`),
     );
 
     const { turn } = await client.request("turn/start", { threadId, input: [{ type: "text", text: prompt, text_elements: [] }], ...turnOverrides });

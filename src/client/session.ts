@@ -3,8 +3,9 @@
  * embedded server started in this process (ws://127.0.0.1:0, same home and database defaults as
  * `app-server serve`) and stopped again by close().
  */
-import { ConfigError, resolveServeConfig } from "../config.js";
-import { createLogger } from "../log.js";
+import { ConfigError, missingApiKeyWarning, resolveServeConfig } from "../config.js";
+import { createLogger, routeConsoleWarnings } from "../log.js";
+import { describeStartError } from "../start-error.js";
 import { startServer, type RunningServer } from "../server.js";
 import { DirectoryLockedError } from "../store/dir-lock.js";
 import { RpcClient } from "./rpc-client.js";
@@ -17,6 +18,8 @@ export interface SessionOptions {
   modelProvider?: string;
   model?: string;
   env: NodeJS.ProcessEnv;
+  /** Embedded server only: where to say that the provider has no API key (exec; not threads). */
+  warn?: (message: string) => void;
 }
 
 export interface ClientSession {
@@ -48,12 +51,16 @@ export async function openSession(opts: SessionOptions, clientName: string): Pro
     }
     // Server logs would interleave with the turn's output: errors only, unless asked for.
     const log = createLogger(opts.env.APP_SERVER_LOG_LEVEL ?? "error");
+    // The SDKs' console warnings (model deprecation) go to that log too, once each.
+    routeConsoleWarnings(log);
+    const keyWarning = missingApiKeyWarning(config.modelProvider, opts.env);
+    if (keyWarning) opts.warn?.(keyWarning);
     try {
-      server = await startServer({ ...config, log });
+      server = await startServer({ ...config, log, ...(config.databaseSchema ? { database: { schema: config.databaseSchema } } : {}) });
     } catch (err) {
       if (err instanceof DirectoryLockedError)
         throw new Error(`${err.message}\n  (is \`app-server serve\` running on this home? connect to it with --url ws://127.0.0.1:4500)`);
-      throw new Error(`could not start the embedded server: ${(err as Error).message}`);
+      throw new Error(`could not start the embedded server: ${describeStartError(err, config)}`);
     }
     url = server.url;
     // The embedded server requires the token its configuration names (env or token file): send it.

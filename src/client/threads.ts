@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import { EXIT, processIo, type ExecIo } from "./exec.js";
 import { openSession, UsageError } from "./session.js";
 
-const THREADS_OPTIONS = {
+export const THREADS_OPTIONS = {
   url: { type: "string" },
   home: { type: "string" },
   token: { type: "string" },
@@ -68,7 +68,9 @@ export async function runThreads(args: string[], io: ExecIo = processIo()): Prom
       for (const t of page.data) {
         const status = t.status?.type === "active" ? "active" : t.status?.type === "systemError" ? "error" : "";
         const label = oneLine(t.name || t.preview || "(no messages yet)", 80);
-        io.stdout.write(`${t.id}  ${localTime(t.updatedAt)}  ${status ? `[${status}] ` : ""}${label}\n`);
+        // A fork carries its parent's name or preview: say whose fork it is.
+        const fork = t.forkedFromId ? `  (fork of ${t.forkedFromId})` : "";
+        io.stdout.write(`${t.id}  ${localTime(t.updatedAt)}  ${status ? `[${status}] ` : ""}${label}${fork}\n`);
       }
       if (page.nextCursor) io.stderr.write(`(more threads: raise --limit, up to 100, or narrow with --search)\n`);
     }

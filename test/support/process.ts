@@ -10,7 +10,7 @@ import { cp, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { openDatabase } from "../../src/store/database.js";
 import { freshDatabase, TEST_DATABASE_URL } from "./db.js";
 import { quietHome } from "./server.js";
@@ -121,8 +121,12 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   return { ...env, HOME: quietHome(), ...extra };
 }
 
+/** tsx's loader and the entry point by absolute path, so that a command can run in any directory. */
+const TSX_LOADER = pathToFileURL(path.join(REPO_ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href;
+const MAIN = path.join(REPO_ROOT, "src", "main.ts");
+
 export function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): CliProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
+  const child = spawn(process.execPath, ["--import", TSX_LOADER, MAIN, ...args], {
     cwd: opts.cwd ?? REPO_ROOT,
     env: cleanEnv(opts.env),
     stdio: ["pipe", "pipe", "pipe"],
@@ -131,7 +135,7 @@ export function spawnCli(args: string[], opts: { env?: Record<string, string>; c
 }
 
 /** Runs a command to completion. */
-export async function runCli(args: string[], opts: { env?: Record<string, string> } = {}): Promise<CliProcess & { exit: Exit }> {
+export async function runCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): Promise<CliProcess & { exit: Exit }> {
   const p = spawnCli(args, opts);
   p.child.stdin.end();
   await p.exited;
