@@ -55,6 +55,8 @@ export interface ServerConfig {
   authTokenFile?: string | null;
   /** The bubblewrap binary for the command sandbox (default: `bwrap` on PATH). */
   bwrapPath?: string;
+  /** The MCP server configuration file (default: `<home>/mcp.json` when it exists). */
+  mcpConfig?: string;
   /** Environment variable names (or `PREFIX*`) passed to commands besides the defaults. */
   commandEnv?: string[];
   limits?: Partial<ServerLimits>;
@@ -124,6 +126,7 @@ export const SERVE_OPTIONS = {
   "max-concurrent-turns": { type: "string" },
   bwrap: { type: "string" },
   "command-env": { type: "string", multiple: true },
+  "mcp-config": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -210,6 +213,8 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   }
   const bwrap = values.bwrap ?? env.APP_SERVER_BWRAP;
   if (bwrap) config.bwrapPath = bwrap;
+  const mcpConfig = values["mcp-config"] ?? env.APP_SERVER_MCP_CONFIG;
+  if (mcpConfig) config.mcpConfig = path.resolve(mcpConfig);
   const commandEnv = values["command-env"] ?? (env.APP_SERVER_COMMAND_ENV ? env.APP_SERVER_COMMAND_ENV.split(",") : []);
   config.commandEnv = commandEnv.map((n) => n.trim()).filter(Boolean);
   for (const name of config.commandEnv) {
