@@ -4,38 +4,14 @@
  * Frames over the size limit close the connection with 1009 (ws enforces maxPayload).
  * A plain GET / (no upgrade) serves the web playground from public/ (same origin as the socket).
  */
-import { readFileSync } from "node:fs";
 import { createHash, timingSafeEqual } from "node:crypto";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { WebSocket } from "ws";
 import type { Logger } from "../log.js";
+import { loadPlayground, PLAYGROUND_CSP } from "../playground.js";
 import { DEFAULT_KEEPALIVE, watchSocket, type KeepaliveOptions } from "./keepalive.js";
 import { deltaHint, OutboundQueue } from "./outbound.js";
-
-/** The playground's files, read once: public/ next to src/ (tsx) or dist/ (built). */
-const PLAYGROUND_FILES = {
-  "index.html": "text/html; charset=utf-8",
-  "app.js": "text/javascript; charset=utf-8",
-  "style.css": "text/css; charset=utf-8",
-} as const;
-type PlaygroundFile = keyof typeof PLAYGROUND_FILES;
-
-function loadPlayground(): Map<PlaygroundFile, Buffer> {
-  const files = new Map<PlaygroundFile, Buffer>();
-  for (const name of Object.keys(PLAYGROUND_FILES) as PlaygroundFile[]) {
-    try {
-      files.set(name, readFileSync(new URL(`../../public/${name}`, import.meta.url)));
-    } catch {
-      // Not shipped (a trimmed install): the route answers 404 and the server works as before.
-    }
-  }
-  return files;
-}
-
-/** Page, script and styles come from this origin only; the socket is this origin too. */
-const PLAYGROUND_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 export interface WebSocketTransportOptions {
   host: string;
@@ -173,19 +149,19 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   }
 
   const playground = loadPlayground();
-  const sendPlayground = (reply: FastifyReply<any, any, any, any>, name: PlaygroundFile) => {
-    const body = playground.get(name);
-    if (!body) return reply.code(404).type("text/plain; charset=utf-8").send("the playground is not installed (public/ is missing)\n");
+  const sendPlayground = (reply: FastifyReply<any, any, any, any>, name: string) => {
+    const file = playground.get(name);
+    if (!file) return reply.code(404).type("text/plain; charset=utf-8").send("the playground is not installed (public/ is missing)\n");
     return reply
-      .type(PLAYGROUND_FILES[name])
+      .type(file.type)
       .header("cache-control", "no-cache")
       .header("x-content-type-options", "nosniff")
       .header("referrer-policy", "no-referrer")
       .header("content-security-policy", PLAYGROUND_CSP)
-      .send(body);
+      .send(file.body);
   };
-  app.get("/app.js", (_req, reply) => sendPlayground(reply, "app.js"));
-  app.get("/style.css", (_req, reply) => sendPlayground(reply, "style.css"));
+  // The page's scripts (ES modules), styles and vendored markdown-it (src/playground.ts).
+  for (const name of playground.keys()) if (name !== "index.html") app.get(`/${name}`, (_req, reply) => sendPlayground(reply, name));
 
   const authorized = (headers: Record<string, string | string[] | undefined>, url: string) =>
     !opts.authToken || tokenMatches(presentedToken(headers, url), opts.authToken);
