@@ -141,10 +141,10 @@ describe("vscode-jsonrpc over WebSocket", () => {
     await cancelLongCommand(conn, ts.home);
     // After the cancellation the connection carries on; the cancelled request got exactly one answer.
     expect((await conn.sendRequest<{ data: unknown[] }>("thread/list", {})).data).toHaveLength(1);
-    const answers = reader.received.filter((m) => "id" in m && !("method" in m));
-    const ids = answers.map((m) => (m as { id: number }).id);
+    const answers = reader.received.filter((m) => "id" in m && !("method" in m)) as unknown as Array<{ id: number; error?: { code: number } }>;
+    const ids = answers.map((m) => m.id);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(answers.filter((m) => (m as { error?: { code: number } }).error?.code === REQUEST_CANCELLED)).toHaveLength(1);
+    expect(answers.filter((m) => m.error?.code === REQUEST_CANCELLED)).toHaveLength(1);
   });
 });
 
