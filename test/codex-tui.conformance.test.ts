@@ -11,7 +11,7 @@
  * front of both), so the scripted replies of the real turns never race them.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -63,6 +63,8 @@ async function startModelRouter(main: MockModelServer, titles: MockModelServer):
 
 const SOCKET = `aas-tui-${process.pid}`;
 const tmux = (...args: string[]) => spawnSync("tmux", ["-L", SOCKET, "-f", "/dev/null", ...args], { encoding: "utf8" });
+/** tmux leaves its socket file behind after kill-server. */
+const SOCKET_FILE = path.join(process.env.TMUX_TMPDIR || "/tmp", `tmux-${process.getuid?.() ?? 0}`, SOCKET);
 
 describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 0.171)", { timeout: 400_000 }, () => {
   let ts: TestServer;
@@ -91,6 +93,7 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
   });
   afterAll(async () => {
     tmux("kill-server");
+    rmSync(SOCKET_FILE, { force: true });
     await relay?.close();
     await ts?.close();
     await router?.close();
