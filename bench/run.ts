@@ -7,7 +7,7 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,mcp,threads,list,turns,durability,load
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load
  *                               phases/groups to run (default all); turns, durability and load each
  *                               get a fresh throwaway database (PGlite: a fresh home)
  *   --load-pglite               also run the load group on PGlite (default: Postgres only)
@@ -39,6 +39,7 @@ import { durabilityTables, groupDurability } from "./groups/durability.js";
 import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
 import { groupSandbox } from "./groups/sandbox.js";
 import { groupMcp } from "./groups/mcp.js";
+import { groupPaging, PAGED_CALLS, PAGING_SIZES } from "./groups/paging.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import { countThreads, explainList, explainRecovery, middleCursor, SEARCH_COMMON, SEARCH_NONE, seedThreads, seedTurns, type ExplainResult } from "./lib/seed.js";
 import { fmtMs, summarize } from "./lib/stats.js";
@@ -56,8 +57,8 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "load"];
-const GROUPS = ["turns", "durability", "load"] as const;
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load"];
+const GROUPS = ["turns", "durability", "paging", "load"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
 const SIZES = list("sizes", ["10000", "100000"]).map(Number);
@@ -500,7 +501,7 @@ function verdicts(): Verdict[] {
   }
   const rss = memory.find((r) => r.backend === "postgres" && r.metric.startsWith("idle RSS after ready: restart (migrated db)"));
   out.push({ target: "idle RSS ≤ 60 MB on Postgres", measured: rss ? `p50 ${rss.rss.p50.toFixed(1)} MiB (max ${rss.rss.max.toFixed(1)})` : "not run", met: rss ? rss.rss.p50 <= 60 : null });
-  if (PHASES.has("turns") || PHASES.has("durability") || PHASES.has("load")) out.push(...groupVerdicts());
+  if (PHASES.has("turns") || PHASES.has("durability") || PHASES.has("paging") || PHASES.has("load")) out.push(...groupVerdicts());
   return out;
 }
 
@@ -555,6 +556,33 @@ function groupVerdicts(): Verdict[] {
         });
       const r10k = find(b, "thread/resume (incl. turns) @10000 items");
       if (r10k) out.push({ target: `thread/resume of 10 000 items ≤ 200 ms (${b}, p50)`, measured: pq(r10k), met: r10k.s.p50 <= 200 });
+    }
+  }
+  if (PHASES.has("paging")) {
+    // Issue 17: paged read/resume/fork of a 10 000-item thread ≤ 20 ms p50; default fork O(1).
+    const big = PAGING_SIZES[PAGING_SIZES.length - 1];
+    for (const b of BACKENDS) {
+      for (const call of PAGED_CALLS) {
+        const r = find(b, `paging: ${call} @${big} items`);
+        if (r) out.push({ target: `${call} @${big} items ≤ 20 ms (${b}, p50)`, measured: pq(r), met: r.s.p50 <= 20 });
+      }
+      const e10 = find(b, "paging: thread/fork excludeTurns @10 items");
+      const eBig = find(b, `paging: thread/fork excludeTurns @${big} items`);
+      if (e10 && eBig)
+        out.push({
+          target: `the fork itself O(1) in the history (excludeTurns): @${big} ≤ 2 × @10 items (${b}, p50)`,
+          measured: `${fmtMs(e10.s.p50)} → ${fmtMs(eBig.s.p50)} ms (${(eBig.s.p50 / e10.s.p50).toFixed(1)}×)`,
+          met: eBig.s.p50 <= 2 * e10.s.p50,
+        });
+      // Without excludeTurns the response carries every turn (Codex's full hydration): O(history) by protocol.
+      const f10 = find(b, "paging: thread/fork (default) @10 items");
+      const fBig = find(b, `paging: thread/fork (default) @${big} items`);
+      if (f10 && fBig)
+        out.push({
+          target: `default thread/fork O(1) in the history: @${big} ≤ 2 × @10 items (${b}, p50)`,
+          measured: `${fmtMs(f10.s.p50)} → ${fmtMs(fBig.s.p50)} ms (${(fBig.s.p50 / f10.s.p50).toFixed(1)}×)`,
+          met: fBig.s.p50 <= 2 * f10.s.p50,
+        });
     }
   }
   if (PHASES.has("load")) {
@@ -667,7 +695,7 @@ async function main(): Promise<void> {
         notes.push("load: run on Postgres only (PGlite: pass --load-pglite).");
         continue;
       }
-      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : groupLoad(ctx, b))]);
+      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : groupLoad(ctx, b))]);
     }
     for (const [label, run] of runs) {
       const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();
