@@ -22,7 +22,7 @@ import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { ThreadRuntime } from "./runtime/threads.js";
-import { recoverInterruptedTurns, type RecoveryResult } from "./runtime/recovery.js";
+import { startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
 import { DEFAULT_STREAM_IDLE_TIMEOUT_MS, TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { loadHookConfig } from "./hooks/config.js";
 import { HookRunner } from "./hooks/runner.js";
@@ -187,9 +187,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   let db: Database;
   try {
+    const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
     db = await openDatabase({
       databaseUrl: opts.databaseUrl,
       dataDir: path.join(opts.home, "pglite"),
+      maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
       ...opts.database,
     });
   } catch (err) {
@@ -205,14 +207,6 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       : null;
 
   const store = new ThreadStore(db.sql);
-  let recovery: RecoveryResult;
-  try {
-    recovery = await recoverInterruptedTurns(store, log.child({ component: "recovery" }));
-  } catch (err) {
-    await db.close();
-    await ws?.close();
-    throw err;
-  }
   const runtime = new ThreadRuntime(
     store,
     {
@@ -287,8 +281,16 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   };
   await mcp.start();
 
-  for (const r of recovery.restorable) {
-    await turns.restore(r).catch((err) => log.error({ err, threadId: r.threadId, turnId: r.turnId }, "could not restore a waiting turn"));
+  // Registers this process, takes over turns of processes that stopped (start-up recovery, by
+  // lease: never a live process's turns), then keeps heartbeating and sweeping.
+  let cluster: ClusterHandle;
+  try {
+    cluster = await startCluster({ db, home: opts.home, runtime, turns, log, env: process.env });
+  } catch (err) {
+    await mcp.close();
+    await db.close();
+    await ws?.close();
+    throw err;
   }
 
   let stdio: { close(): void } | null = null;
@@ -317,8 +319,10 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         stdio?.close();
         await ws?.close();
         for (const c of connections) c.close();
+        cluster.stopSweeping();
         await turns.interruptAll();
         await runtime.shutdown();
+        await cluster.close();
         await mcp.close();
         if (analyze) clearTimeout(analyze);
         await db.close();

@@ -5,9 +5,10 @@
  * learns how the turn ended. The exception is a turn that was waiting on an approval: nothing ran
  * yet, so it is restored as waiting (TurnRunner.restore) and asks again.
  *
- * It assumes one server process per database (leases for several processes are future work).
+ * With several processes on one database this runs per thread, by the sweeper (sweeper.ts), only
+ * for threads whose owner's lease expired — never for a turn a live process is running.
  */
-import type { JSONValue } from "postgres";
+import type { JSONValue, TransactionSql } from "postgres";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord, TurnRecord } from "../store/records.js";
 import type { ThreadStore } from "../store/thread-store.js";
@@ -38,56 +39,63 @@ export interface RecoveryResult {
   restorable: RestorableTurn[];
 }
 
-export async function recoverInterruptedTurns(store: ThreadStore, log: RuntimeLogger): Promise<RecoveryResult> {
-  const sql = store.sql;
-  const stale = await sql<TurnRecord[]>`select * from turns where status = 'inProgress' order by thread_id, ordinal`;
-  const restorable: RestorableTurn[] = [];
+/**
+ * Closes (or marks for restore) every in-progress turn of one thread, inside the caller's
+ * transaction, which holds the thread row locked. Event seqs continue above `seqReserved`; the new
+ * reservation is written back. Returns the restorable turn (at most one: one turn per thread).
+ */
+export async function recoverThread(
+  store: ThreadStore,
+  tx: TransactionSql,
+  threadId: string,
+  seqReserved: number,
+  log: RuntimeLogger,
+): Promise<{ closed: number; restorable: RestorableTurn | null; lastSeq: number }> {
+  const stale = await tx<TurnRecord[]>`select * from turns where thread_id = ${threadId} and status = 'inProgress' order by ordinal`;
+  const now = Date.now();
+  const events: Array<{ method: string; params: Record<string, unknown> }> = [];
+  let restorable: RestorableTurn | null = null;
+  let closed = 0;
   for (const turn of stale) {
-    let restored: RestorableTurn | null = null;
-    await store.transaction(async (tx) => {
-      const now = Date.now();
-      const unfinished = await tx<(ItemRecord & { callId: string | null; pendingRequest: unknown })[]>`
-        select * from items where turn_id = ${turn.id} and completed_at_ms is null order by ordinal`;
-      // The wait on an approval survives the restart: nothing ran yet, so asking again is safe.
-      const waiting = [...unfinished].reverse().find((i) => i.pendingRequest !== null && i.callId !== null);
-      restored = waiting ? { threadId: turn.threadId, turnId: turn.id, itemId: waiting.id, callId: waiting.callId! } : null;
-      const items = unfinished.filter((i) => i !== waiting);
-      const closed = items.map((i) => {
-        const status = FAILED_STATUS[i.payload.type];
-        const payload = { ...i.payload, ...(status ? { status } : {}), completedAtMs: now } as ThreadItem;
-        if (payload.type === "commandExecution") payload.aggregatedOutput = `${payload.aggregatedOutput ?? ""}\n[${RESTART_REASON}]`.trimStart();
-        return payload;
-      });
-      for (const payload of closed) {
-        await tx`update items set payload = ${tx.json(payload as unknown as JSONValue)}, status = ${FAILED_STATUS[payload.type] ?? "completed"}, completed_at_ms = ${now} where id = ${payload.id}`;
-      }
-      const events: Array<{ method: string; params: Record<string, unknown> }> = closed.map((item) => ({
-        method: "item/completed",
-        params: { item, threadId: turn.threadId, turnId: turn.id, completedAtMs: now },
-      }));
-      if (!restored) {
-        const error = { message: RESTART_REASON, codexErrorInfo: "other", additionalDetails: null, misalignment: null };
-        await tx`update turns set status = 'interrupted', stop_reason = 'interrupted', error = ${tx.json(error)}, completed_at_ms = ${now} where id = ${turn.id}`;
-        const finished = { ...turn, status: "interrupted" as const, stopReason: "interrupted" as const, error, completedAtMs: now };
-        events.push(
-          { method: "thread/status/changed", params: { threadId: turn.threadId, status: { type: "idle" } } },
-          { method: "turn/completed", params: { threadId: turn.threadId, turn: turnView(finished, null) } },
-        );
-      }
-      if (events.length === 0) return;
-      const [row] = await tx<{ seqReserved: number }[]>`
-        update threads set seq_reserved = seq_reserved + ${events.length}, system_error = false where id = ${turn.threadId} returning seq_reserved`;
-      const first = row!.seqReserved - events.length + 1;
-      await store.insertEvents(
-        tx,
-        turn.threadId,
-        events.map((e, i) => ({ seq: first + i, method: e.method, params: { ...e.params, seq: first + i }, emittedAtMs: now })),
-      );
+    const unfinished = await tx<(ItemRecord & { callId: string | null; pendingRequest: unknown })[]>`
+      select * from items where turn_id = ${turn.id} and completed_at_ms is null order by ordinal`;
+    // The wait on an approval survives the restart: nothing ran yet, so asking again is safe.
+    const waiting: (ItemRecord & { callId: string | null }) | undefined = restorable ? undefined : [...unfinished].reverse().find((i) => i.pendingRequest !== null && i.callId !== null);
+    const restored: RestorableTurn | null = waiting ? { threadId, turnId: turn.id, itemId: waiting.id, callId: waiting.callId! } : null;
+    const items = unfinished.filter((i) => i !== waiting);
+    const payloads = items.map((i) => {
+      const status = FAILED_STATUS[i.payload.type];
+      const payload = { ...i.payload, ...(status ? { status } : {}), completedAtMs: now } as ThreadItem;
+      if (payload.type === "commandExecution") payload.aggregatedOutput = `${payload.aggregatedOutput ?? ""}\n[${RESTART_REASON}]`.trimStart();
+      return payload;
     });
+    for (const payload of payloads) {
+      await tx`update items set payload = ${tx.json(payload as unknown as JSONValue)}, status = ${FAILED_STATUS[payload.type] ?? "completed"}, completed_at_ms = ${now} where id = ${payload.id}`;
+      events.push({ method: "item/completed", params: { item: payload, threadId, turnId: turn.id, completedAtMs: now } });
+    }
     if (restored) {
-      restorable.push(restored);
-      log.warn({ threadId: turn.threadId, turnId: turn.id }, "restoring a turn that was waiting on an approval when the previous process stopped");
-    } else log.warn({ threadId: turn.threadId, turnId: turn.id }, "closed a turn left running by a previous process");
+      restorable = restored;
+      log.warn({ threadId, turnId: turn.id }, "restoring a turn that was waiting on an approval when its process stopped");
+      continue;
+    }
+    const error = { message: RESTART_REASON, codexErrorInfo: "other", additionalDetails: null, misalignment: null };
+    await tx`update turns set status = 'interrupted', stop_reason = 'interrupted', error = ${tx.json(error)}, completed_at_ms = ${now} where id = ${turn.id}`;
+    const finished = { ...turn, status: "interrupted" as const, stopReason: "interrupted" as const, error, completedAtMs: now };
+    events.push(
+      { method: "thread/status/changed", params: { threadId, status: { type: "idle" } } },
+      { method: "turn/completed", params: { threadId, turn: turnView(finished, null) } },
+    );
+    closed++;
+    log.warn({ threadId, turnId: turn.id }, "closed a turn left running by a process that stopped");
   }
-  return { closed: stale.length - restorable.length, restorable };
+  const first = seqReserved + 1;
+  if (events.length > 0) {
+    await tx`update threads set seq_reserved = ${seqReserved + events.length}, system_error = false where id = ${threadId}`;
+    await store.insertEvents(
+      tx,
+      threadId,
+      events.map((e, i) => ({ seq: first + i, method: e.method, params: { ...e.params, seq: first + i }, emittedAtMs: now })),
+    );
+  }
+  return { closed, restorable, lastSeq: seqReserved + events.length };
 }

@@ -4,6 +4,11 @@
  * are therefore reserved in blocks recorded on the thread row: after a restart the counter resumes
  * above everything a previous process may have handed out, so `seq` stays strictly increasing
  * across processes at the cost of one write per block, not one per delta.
+ *
+ * With several processes (issue 12) numbers are handed out only under the thread's lease: taking
+ * a lease another process held since restarts the counter above the stored reservation (every
+ * holder persists its reservation, under the fence, before handing numbers out), never from what
+ * this process remembered.
  */
 export const SEQ_BLOCK = 1024;
 

@@ -71,6 +71,20 @@ export class ServerRequestBroker {
     });
   }
 
+  /**
+   * An answer that came from elsewhere (a client on another process): settles the first pending
+   * request `matches` accepts, when the answer is valid for it. False when there is none.
+   */
+  answer(matches: (params: object) => boolean, reply: ClientReply): boolean {
+    for (const entry of this.pending) {
+      if (!matches(entry.params)) continue;
+      if (!entry.isValid(reply)) return false;
+      entry.settle(reply);
+      return true;
+    }
+    return false;
+  }
+
   /** A connection subscribed: it gets every unanswered request. */
   subscribed(sub: RequestingSubscriber): void {
     for (const entry of this.pending) if (!entry.sent.has(sub)) this.send(entry, sub);

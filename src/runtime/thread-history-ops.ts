@@ -43,7 +43,10 @@ export class ThreadHistoryOps {
     const message = settingsMessage(before, after, this.settings.shell, p);
     if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
     if (recordChanged || message) {
-      await this.historyLog.ensure(thread);
+      // Under the lease (LeaseHeldError while a turn runs on another process); commit gives it back.
+      await this.runtime.claim(thread);
+      try {
+        await this.historyLog.ensure(thread);
       // Checked again after the await: a turn/start may have claimed the thread meanwhile.
       if (thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
       let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
@@ -74,6 +77,9 @@ export class ThreadHistoryOps {
         if (writeHistory) await writeHistory(tx);
       });
       thread.record = { ...after, updatedAtMs: now };
+      } finally {
+        this.runtime.releaseIfIdle(thread);
+      }
     }
     const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
     void this.runtime
@@ -170,6 +176,16 @@ export class ThreadHistoryOps {
   async rollback(threadId: string, numTurns: number): Promise<Turn[]> {
     const thread = await this.runtime.load(threadId);
     if (thread.activeTurn) throw new TurnRequestError(`cannot roll back thread ${threadId} while turn ${thread.activeTurn.id} is running`);
+    await this.runtime.claim(thread);
+    // Given back on every path (a refused rollback included), once nothing else runs.
+    try {
+      return await this.rollbackClaimed(thread, threadId, numTurns);
+    } finally {
+      this.runtime.releaseIfIdle(thread);
+    }
+  }
+
+  private async rollbackClaimed(thread: LoadedThread, threadId: string, numTurns: number): Promise<Turn[]> {
     await this.historyLog.ensure(thread);
     const visible = (await this.turnsOf(threadId)).length;
     if (numTurns > visible) throw new TurnRequestError(`cannot roll back ${numTurns} turns: thread ${threadId} has ${visible}`);

@@ -16,6 +16,8 @@ import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "./history.js";
 import { SeqCounter } from "./seq.js";
+import type { ClusterLinks } from "./cluster.js";
+import { LeaseLostError } from "./leases.js";
 import { sandboxModeOf } from "./settings.js";
 import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
 import { settingsResponse, threadView } from "./thread-view.js";
@@ -74,13 +76,23 @@ export class LoadedThread {
   broker!: ServerRequestBroker;
   /** Approvals given with `acceptForSession` (kept while the thread is loaded). */
   readonly sessionApprovals = new Set<string>();
+  /** The lease this process holds on the thread (leases.ts), or null. */
+  lease: { epoch: number } | null = null;
+  /** The epoch this process last held: a claim at heldEpoch + 1 means nobody else wrote meanwhile. */
+  heldEpoch = -2;
+  claiming: Promise<void> | null = null;
+  /** Highest seq delivered to this process's subscribers (-1: not known yet). */
+  deliveredSeq = -1;
+  /** Created by this process: only its creator cleans an ephemeral thread away. */
+  createdHere = false;
   /** Serialises commits so notifications leave in `seq` order. */
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
 
   constructor(
     public record: ThreadRecord,
-    readonly seq: SeqCounter,
+    /** Replaced when a restore adopts a lease the sweeper took. */
+    public seq: SeqCounter,
   ) {
     this.status = record.systemError ? { type: "systemError" } : { type: "idle" };
   }
@@ -102,6 +114,11 @@ export class LoadedThread {
 
   get idle(): boolean {
     return this.inFlight === 0;
+  }
+
+  /** Steps queued or running (a release step checks it is the last one). */
+  get queued(): number {
+    return this.inFlight;
   }
 }
 
@@ -135,6 +152,8 @@ export class ThreadRuntime {
   readonly loaded = new Map<string, LoadedThread>();
   /** Observes record-before-publish transaction times (metrics). */
   onCommit?: (seconds: number) => void;
+  /** Leases, fan-out and remote commands (set by the server; see cluster.ts). */
+  cluster: ClusterLinks | null = null;
 
   constructor(
     readonly store: ThreadStore,
@@ -155,8 +174,11 @@ export class ThreadRuntime {
     thread: LoadedThread,
     events: ThreadEvent[],
     write?: (tx: TransactionSql) => Promise<void>,
-    opts: { after?: Promise<void>; alsoTo?: Subscriber } = {},
+    opts: { after?: Promise<void>; alsoTo?: Subscriber; creating?: boolean } = {},
   ): Promise<StoredEvent[]> {
+    // Seq numbers and writes only under the thread's lease (taken here when not held).
+    if (this.cluster && !thread.lease) await this.claim(thread);
+    const lease = thread.lease;
     const now = Date.now();
     const stamped: StoredEvent[] = events.map((e) => {
       const seq = thread.seq.next();
@@ -166,11 +188,17 @@ export class ThreadRuntime {
     const committed = thread.enqueue(async () => {
       const t0 = performance.now();
       await this.store.transaction(async (tx) => {
+        // The fence first: a process that lost the lease writes nothing (the transaction aborts).
+        if (lease && !opts.creating) await this.cluster!.leases.fence(tx, thread.id, lease.epoch, reservation ?? 0);
         if (write) await write(tx);
+        if (lease && opts.creating) await this.cluster!.leases.fence(tx, thread.id, lease.epoch, reservation ?? 0);
         await this.store.insertEvents(tx, thread.id, stamped);
-        if (reservation !== null) await this.store.reserveSeq(tx, thread.id, reservation);
+        if (!lease && reservation !== null) await this.store.reserveSeq(tx, thread.id, reservation);
       });
       this.onCommit?.((performance.now() - t0) / 1000);
+    });
+    committed.catch((err) => {
+      if (err instanceof LeaseLostError) this.leaseLost(thread);
     });
     // Publication is a step of its own so later events wait for it, but failures do not block them.
     void thread.enqueue(async () => {
@@ -178,9 +206,72 @@ export class ThreadRuntime {
       await opts.after;
       // The stored emittedAtMs goes out live too, so a replayed copy is identical to the live one.
       for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo, e.emittedAtMs);
+      const last = stamped[stamped.length - 1];
+      if (last) this.cluster?.fanout?.committed(thread.id, last.seq);
+      else this.cluster?.fanout?.requestsChanged(thread.id); // a pending request recorded or cleared
     }).catch(() => {});
     await committed;
+    if (lease) this.releaseIfIdle(thread);
     return stamped;
+  }
+
+  // ---- leases (leases.ts) ------------------------------------------------------------------
+
+  /**
+   * Takes the thread's lease for this process. The thread row comes back with it (settings, name
+   * — caches are refreshed), and when another
+   * process held the lease since this one last did, seq continues above the stored reservation,
+   * the history caches are dropped (reloaded on next use) and events it committed are delivered to
+   * this process's subscribers first.
+   * LeaseHeldError: another live process holds it (a turn runs there).
+   */
+  claim(thread: LoadedThread): Promise<void> {
+    if (!this.cluster || thread.lease) return Promise.resolve();
+    return (thread.claiming ??= (async () => {
+      try {
+        const row = await this.cluster!.leases.acquire(thread.id);
+        const { leaseEpoch, ...record } = row;
+        const foreign = leaseEpoch !== thread.heldEpoch + 1;
+        thread.lease = { epoch: leaseEpoch };
+        thread.heldEpoch = leaseEpoch;
+        thread.record = record as ThreadRecord;
+        // Seq from the database (above every number any holder reserved) unless this process
+        // held the previous epoch: then nobody else handed out numbers and memory is exact.
+        if (foreign) thread.seq = new SeqCounter(record.seqReserved);
+        if (thread.activeTurn === null) thread.status = record.systemError ? { type: "systemError" } : { type: "idle" };
+        if (foreign) {
+          thread.entries = null;
+          thread.history = null;
+          if (thread.subscribers.size > 0) await this.cluster!.catchUp(thread);
+        }
+      } finally {
+        thread.claiming = null;
+      }
+    })());
+  }
+
+  /** Gives the lease back once nothing runs on the thread (after the pending steps). */
+  releaseIfIdle(thread: LoadedThread): void {
+    if (!this.cluster || !thread.lease) return;
+    void thread
+      .enqueue(async () => {
+        const lease = thread.lease;
+        // Only as the last step, with no turn: a later commit stamped under this lease still needs it.
+        if (!lease || thread.activeTurn !== null || thread.queued > 1 || thread.claiming) return;
+        thread.lease = null;
+        await this.cluster!.leases.release(thread.id, lease.epoch);
+      })
+      .catch((err) => this.log.warn({ err, threadId: thread.id }, "could not release a thread lease"));
+  }
+
+  /** A write was fenced off: another process owns the thread now; stop the turn running here. */
+  private leaseLost(thread: LoadedThread): void {
+    if (!thread.lease) return;
+    this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
+    thread.lease = null;
+    thread.entries = null;
+    thread.history = null;
+    (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
   }
 
   /** Publishes a notification that is not stored (deltas), in order with recorded ones. */
@@ -188,16 +279,30 @@ export class ThreadRuntime {
     const seq = thread.seq.next();
     const reservation = thread.seq.reservationNeeded();
     if (reservation !== null) {
+      const lease = thread.lease;
+      const cluster = this.cluster;
       void thread
-        .enqueue(() => this.store.reserveSeq(this.store.sql, thread.id, reservation))
+        .enqueue(() =>
+          lease && cluster
+            ? this.store.transaction((tx) => cluster.leases.fence(tx, thread.id, lease.epoch, reservation))
+            : this.store.reserveSeq(this.store.sql, thread.id, reservation),
+        )
         .catch((err) => this.log.error({ err, threadId: thread.id }, "could not persist seq reservation"));
     }
     const body = { ...params, seq };
-    if (thread.idle) this.deliver(thread, method, body);
-    else void thread.enqueue(async () => this.deliver(thread, method, body));
+    const emittedAtMs = Date.now();
+    const send = () => {
+      this.deliver(thread, method, body, undefined, emittedAtMs);
+      this.cluster?.fanout?.delta(thread.id, { seq, method, params: body, emittedAtMs });
+    };
+    if (thread.idle) send();
+    else void thread.enqueue(async () => send());
   }
 
-  private deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void {
+  /** Sends to this process's subscribers (events of this process, or relayed from another). */
+  deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void {
+    const seq = params.seq;
+    if (typeof seq === "number" && seq > thread.deliveredSeq) thread.deliveredSeq = seq;
     for (const s of thread.subscribers) s.notify(method, params, emittedAtMs);
     if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notify(method, params, emittedAtMs);
   }
@@ -251,14 +356,18 @@ export class ThreadRuntime {
    * the store (and read here), every event after it is published to the new subscriber — no gap,
    * no duplicate. `after`: wait for this first (the resume response must go out before the replay).
    */
-  attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>): Promise<void> {
+  async attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>): Promise<void> {
+    // Listening before reading: an event another process commits after the read wakes us.
+    await this.cluster?.follow(thread);
     return thread.enqueue(async () => {
       await after;
       thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
+      // Replay up to what this process has delivered: later events reach every subscriber live.
+      if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);
       if (afterSeq !== null) {
         let cursor = afterSeq;
         for (;;) {
-          const page = await this.store.listEvents(thread.id, cursor, REPLAY_PAGE);
+          const page = (await this.store.listEvents(thread.id, cursor, REPLAY_PAGE)).filter((e) => e.seq <= thread.deliveredSeq);
           for (const e of page) subscriber.notify(e.method, e.params, e.emittedAtMs);
           if (page.length < REPLAY_PAGE) break;
           cursor = page[page.length - 1]!.seq;
@@ -270,6 +379,25 @@ export class ThreadRuntime {
 
   statusOf(threadId: string): ThreadStatus {
     return this.loaded.get(threadId)?.status ?? { type: "notLoaded" };
+  }
+
+  /**
+   * Statuses as the database tells them: a turn in progress anywhere (on whichever process) makes
+   * the thread active; otherwise the local view, or systemError/notLoaded from the row.
+   */
+  async statusesOf(records: ThreadRecord[]): Promise<Map<string, ThreadStatus>> {
+    const running = this.cluster ? await this.cluster.leases.store.runningStatus(records.map((r) => r.id)) : new Map<string, { waitingOnApproval: boolean }>();
+    const out = new Map<string, ThreadStatus>();
+    for (const r of records) {
+      const local = this.loaded.get(r.id);
+      const run = running.get(r.id);
+      if (local?.activeTurn) out.set(r.id, local.status);
+      else if (run) out.set(r.id, { type: "active", activeFlags: run.waitingOnApproval ? ["waitingOnApproval"] : [] });
+      else if (local && local.status.type !== "active") out.set(r.id, local.status);
+      else if (local) out.set(r.id, r.systemError ? { type: "systemError" } : { type: "idle" });
+      else out.set(r.id, { type: "notLoaded" });
+    }
+    return out;
   }
 
   // ---- thread operations -------------------------------------------------------------------
@@ -325,6 +453,13 @@ export class ThreadRuntime {
     opts: { responded?: Promise<void>; write?: (tx: TransactionSql) => Promise<void>; turns?: Turn[] } = {},
   ): Promise<ThreadStartResponse> {
     const thread = this.track(new LoadedThread(record, new SeqCounter(0)));
+    thread.createdHere = true;
+    thread.deliveredSeq = 0;
+    // The creator holds the new thread's lease from its first write (epoch 1).
+    if (this.cluster) {
+      thread.lease = { epoch: 1 };
+      thread.heldEpoch = 1;
+    }
     if (!record.forkedFromId) {
       thread.history = [];
       thread.entries = [];
@@ -337,10 +472,10 @@ export class ThreadRuntime {
         thread,
         [{ method: "thread/started", params: { thread: view } }],
         async (tx) => {
-          await this.store.insertThread(tx, { ...record, seqReserved: 0 });
+          await this.store.insertThread(tx, { ...record, seqReserved: 0, ownerId: this.cluster?.leases.processId ?? null, leaseEpoch: this.cluster ? 1 : 0 });
           if (opts.write) await opts.write(tx);
         },
-        { after: opts.responded },
+        { after: opts.responded, creating: true },
       );
     } catch (err) {
       this.loaded.delete(record.id);
@@ -350,8 +485,19 @@ export class ThreadRuntime {
   }
 
   async readThread(threadId: string, turns: Turn[] = []): Promise<Thread> {
-    const record = await this.getRecord(threadId);
-    return threadView(record, this.statusOf(threadId), turns);
+    // From the database when another process may have changed it (name, settings, status).
+    const record = this.cluster ? await this.freshRecord(threadId) : await this.getRecord(threadId);
+    const status = (await this.statusesOf([record])).get(threadId)!;
+    return threadView(record, status, turns);
+  }
+
+  private async freshRecord(threadId: string): Promise<ThreadRecord> {
+    const loaded = this.loaded.get(threadId);
+    if (loaded?.lease) return loaded.record;
+    const record = await this.store.getThread(threadId);
+    if (!record) throw new ThreadNotFoundError(threadId);
+    if (loaded && !loaded.activeTurn) loaded.record = record;
+    return record;
   }
 
   async listThreads(p: ThreadListParams, cursor: ThreadCursor | null): Promise<ThreadListResult> {
@@ -372,8 +518,10 @@ export class ThreadRuntime {
       includedIds: p.includedThreadIds ?? null,
       excludedIds: p.excludedThreadIds ?? [],
     });
+    const statuses = await this.statusesOf(page.rows);
     return {
-      data: page.rows.map((r) => threadView(this.loaded.get(r.id)?.record ?? r, this.statusOf(r.id))),
+      // The row as stored (another process may have renamed it), unless this process leases it.
+      data: page.rows.map((r) => threadView(this.loaded.get(r.id)?.lease ? this.loaded.get(r.id)!.record : r, statuses.get(r.id)!)),
       nextCursor: encodeCursor(page.next),
       backwardsCursor: encodeCursor(page.backwards),
     };
@@ -390,6 +538,7 @@ export class ThreadRuntime {
     requester: Subscriber,
   ): Promise<ThreadRecord> {
     const now = Date.now();
+    if (this.cluster) return this.cluster.updateMetadata(threadId, patch, event, requester);
     const loaded = this.loaded.get(threadId);
     if (loaded) {
       await this.commit(loaded, [event], async (tx) => {
@@ -440,18 +589,20 @@ export class ThreadRuntime {
   maybeUnload(thread: LoadedThread): void {
     if (thread.subscribers.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
     this.loaded.delete(thread.id);
-    if (thread.record.ephemeral) {
+    this.cluster?.unfollow(thread);
+    this.releaseIfIdle(thread);
+    if (thread.record.ephemeral && thread.createdHere) {
       // Through the thread's own pipeline: its insert may still be committing on another connection.
       void thread
-        .enqueue(() => this.store.deleteThreads([thread.id]))
+        .enqueue(() => this.store.deleteThreads([thread.id], this.cluster?.leases.processId))
         .catch((err) => this.log.warn({ err, threadId: thread.id }, "could not delete ephemeral thread"));
     }
   }
 
   /** On shutdown: ephemeral threads do not outlive the process. */
   async shutdown(): Promise<void> {
-    const ephemeral = [...this.loaded.values()].filter((t) => t.record.ephemeral).map((t) => t.id);
+    const ephemeral = [...this.loaded.values()].filter((t) => t.record.ephemeral && t.createdHere).map((t) => t.id);
     this.loaded.clear();
-    await this.store.deleteThreads(ephemeral).catch((err) => this.log.warn({ err }, "could not delete ephemeral threads"));
+    await this.store.deleteThreads(ephemeral, this.cluster?.leases.processId).catch((err) => this.log.warn({ err }, "could not delete ephemeral threads"));
   }
 }

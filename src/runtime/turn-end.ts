@@ -17,6 +17,7 @@ import type { TurnStopReason } from "../protocol/thread.js";
 import type { TurnRecord } from "../store/records.js";
 import type { ActiveTurn } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
+import { LeaseLostError } from "./leases.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
@@ -104,9 +105,13 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       await runtime.store.updateThread(tx, thread.id, { systemError, updatedAtMs: now });
     });
   } catch (err) {
-    // The record could not be written; clients must still learn the turn ended (DESIGN.md §3.9).
-    log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
-    for (const e of events) runtime.publishLive(thread, e.method, e.params);
+    // Another process took the thread over (fencing): it records how the turn ended, not us.
+    if (err instanceof LeaseLostError) log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: its thread's lease was lost");
+    else {
+      // The record could not be written; clients must still learn the turn ended (DESIGN.md §3.9).
+      log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
+      for (const e of events) runtime.publishLive(thread, e.method, e.params);
+    }
   }
   if (deps.hooks) {
     await deps.hooks

@@ -44,6 +44,7 @@ import { OverloadedError, TurnRequestError } from "./turn-errors.js";
 import { TurnStream } from "./turn-stream.js";
 import { turnView } from "./turn-view.js";
 import { previewOf, toUserMessage } from "./user-input.js";
+import { SeqCounter } from "./seq.js";
 
 export { OverloadedError, TurnRequestError } from "./turn-errors.js";
 export { turnView } from "./turn-view.js";
@@ -140,6 +141,9 @@ export class TurnRunner {
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
     try {
       runtime.subscribe(thread, requester);
+      // The lease first (LeaseHeldError: a turn runs on another process): it refreshes the record
+      // and, if another process wrote the thread since, the history caches loaded next.
+      await runtime.claim(thread);
       await historyLog.ensure(thread);
       const before = thread.record;
       const after = applyOverrides(before, p);
@@ -211,6 +215,7 @@ export class TurnRunner {
       thread.history = null;
       thread.entries = null; // staged entries may not have been stored: reload on next use
       turn.notRecorded(err);
+      runtime.releaseIfIdle(thread);
       throw err;
     }
   }
@@ -289,11 +294,22 @@ export class TurnRunner {
    * that waited asks again under its recorded item id, calls that had started are not re-run —
    * and then the loop goes on as usual. The request reaches clients when they resume the thread.
    */
-  async restore(r: RestorableTurn): Promise<void> {
+  async restore(r: RestorableTurn, epoch?: number): Promise<void> {
     const { runtime, turns, historyLog } = this.deps;
     const thread = await runtime.load(r.threadId);
     const record = await turns.getTurn(r.turnId);
     if (!record || thread.activeTurn) return;
+    if (epoch !== undefined) {
+      // The sweeper took the lease for this restore: adopt it, with the thread as stored now.
+      const row = await runtime.store.getThread(r.threadId);
+      if (!row) return;
+      thread.lease = { epoch };
+      thread.heldEpoch = epoch;
+      thread.record = row;
+      thread.seq = new SeqCounter(row.seqReserved);
+      thread.entries = null;
+      thread.history = null;
+    }
     await historyLog.ensure(thread);
     const turn = new ActiveTurn(record.id, record.startedAtMs, record.clientUserMessageId);
     turn.ordinal = record.ordinal;
@@ -323,6 +339,7 @@ export class TurnRunner {
     thread.activeTurn = turn;
     try {
       runtime.subscribe(thread, requester);
+      await runtime.claim(thread);
       await historyLog.ensure(thread);
       if (historyLog.context(thread).length === 0) throw new TurnRequestError(`thread ${thread.id} has no history to compact`);
       turn.ordinal = thread.turnCount;
@@ -342,6 +359,7 @@ export class TurnRunner {
     } catch (err) {
       release();
       thread.activeTurn = null;
+      runtime.releaseIfIdle(thread);
       throw err;
     }
   }
@@ -349,6 +367,13 @@ export class TurnRunner {
   // ---- interrupt and steer -----------------------------------------------------------------
 
   async interrupt(threadId: string, turnId: string): Promise<Record<string, never>> {
+    const active = this.deps.runtime.loaded.get(threadId)?.activeTurn as ActiveTurn | null | undefined;
+    // A turn running on another process: the request goes to its owner.
+    if (!active && this.deps.runtime.cluster && (await this.deps.runtime.cluster.toOwner(threadId, { kind: "interrupt", threadId, turnId }))) return {};
+    return this.interruptLocal(threadId, turnId);
+  }
+
+  async interruptLocal(threadId: string, turnId: string): Promise<Record<string, never>> {
     const { runtime, turns } = this.deps;
     const thread = runtime.loaded.get(threadId);
     const active = thread?.activeTurn as ActiveTurn | null | undefined;
@@ -364,6 +389,15 @@ export class TurnRunner {
   }
 
   async steer(threadId: string, expectedTurnId: string, input: UserInput[], clientId: string | null): Promise<{ turnId: string }> {
+    const cluster = this.deps.runtime.cluster;
+    if (cluster && !this.deps.runtime.loaded.get(threadId)?.activeTurn) {
+      const forwarded = await cluster.toOwner(threadId, { kind: "steer", threadId, turnId: expectedTurnId, input, clientId });
+      if (forwarded) return forwarded.result as { turnId: string };
+    }
+    return this.steerLocal(threadId, expectedTurnId, input, clientId);
+  }
+
+  async steerLocal(threadId: string, expectedTurnId: string, input: UserInput[], clientId: string | null): Promise<{ turnId: string }> {
     const { runtime } = this.deps;
     const thread = runtime.loaded.get(threadId);
     if (!thread) await runtime.getRecord(threadId);

@@ -68,18 +68,20 @@ export class ThreadStore {
     return this.sql.begin(fn) as Promise<T>;
   }
 
-  async insertThread(q: Queryable, t: NewThread & { seqReserved: number }): Promise<void> {
+  /** `ownerId`/`leaseEpoch`: the creating process holds the new thread's lease (leases.ts). */
+  async insertThread(q: Queryable, t: NewThread & { seqReserved: number; ownerId?: string | null; leaseEpoch?: number }): Promise<void> {
     await q`
       insert into threads (
         id, session_id, forked_from_id, fork_parent_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
         model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, sandbox_policy, base_instructions,
-        developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms
+        developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms,
+        owner_id, lease_epoch
       ) values (
         ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkParentId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
         ${t.preview ?? ""}, ${t.ephemeral}, ${t.modelProvider}, ${t.model}, ${t.reasoningEffort}, ${t.cwd},
         ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.sandboxPolicy === null ? null : json(q, t.sandboxPolicy)}, ${t.baseInstructions}, ${t.developerInstructions},
         ${json(q, t.dynamicTools)}, ${t.config === null ? null : json(q, t.config)}, ${t.cliVersion}, ${t.source},
-        ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}
+        ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}, ${t.ownerId ?? null}, ${t.leaseEpoch ?? 0}
       )`;
   }
 
@@ -129,6 +131,19 @@ export class ThreadStore {
       emitted_at_ms: e.emittedAtMs,
     }));
     await q`insert into thread_events ${q(rows as never[])}`;
+  }
+
+  /** The highest stored seq of a thread (0 when none). */
+  async maxEventSeq(threadId: string): Promise<number> {
+    const [row] = await this.sql<{ n: number | null }[]>`select max(seq) as n from thread_events where thread_id = ${threadId}`;
+    return row?.n == null ? 0 : Number(row.n);
+  }
+
+  /** Stored events with afterSeq < seq <= upTo, in order. */
+  async eventsBetween(threadId: string, afterSeq: number, upTo: number): Promise<StoredEvent[]> {
+    return this.sql<StoredEvent[]>`
+      select seq, method, params, emitted_at_ms from thread_events
+      where thread_id = ${threadId} and seq > ${afterSeq} and seq <= ${upTo} order by seq`;
   }
 
   async listEvents(threadId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
@@ -198,8 +213,13 @@ export class ThreadStore {
     };
   }
 
-  /** Ephemeral threads are kept only while their process runs. */
-  async deleteThreads(ids: string[]): Promise<void> {
-    if (ids.length) await this.sql`delete from threads where id in ${this.sql(ids)}`;
+  /**
+   * Ephemeral threads are kept only while their process runs. `unlessOwnedBy`: not while another
+   * process holds the thread's lease (it is running a turn there).
+   */
+  async deleteThreads(ids: string[], owner?: string): Promise<void> {
+    if (ids.length === 0) return;
+    if (owner) await this.sql`delete from threads where id in ${this.sql(ids)} and (owner_id is null or owner_id = ${owner})`;
+    else await this.sql`delete from threads where id in ${this.sql(ids)}`;
   }
 }

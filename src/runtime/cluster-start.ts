@@ -1,0 +1,91 @@
+/**
+ * Wires leases, the sweeper, fan-out and remote commands into a server (issue 12). PGlite is one
+ * process by construction (its directory is locked): it gets leases and the sweeper (the same SQL,
+ * so start-up recovery is one code path) but no LISTEN/NOTIFY.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import type { Database } from "../store/database.js";
+import { lockDirectory } from "../store/dir-lock.js";
+import { LeaseStore } from "../store/lease-store.js";
+import { ClusterLinks } from "./cluster.js";
+import { Fanout } from "./fanout.js";
+import { DEFAULT_LEASE_TTL_MS, LeaseManager } from "./leases.js";
+import { RemoteCommands } from "./remote-commands.js";
+import { Sweeper } from "./sweeper.js";
+import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
+import type { TurnRunner } from "./turns.js";
+
+export interface ClusterHandle {
+  links: ClusterLinks;
+  stopSweeping(): void;
+  close(): Promise<void>;
+}
+
+interface Logger extends RuntimeLogger {
+  child(bindings: object): Logger;
+}
+
+const positive = (text: string | undefined, fallback: number) => {
+  const n = Number(text);
+  return text !== undefined && Number.isSafeInteger(n) && n > 0 ? n : fallback;
+};
+
+/**
+ * The home directory's node id: a process restarted on the same home expires its predecessor's
+ * registration at once (its turns are recovered at start, not after the TTL). Only while this
+ * process holds the home's lock: two live processes sharing a home must not expire each other.
+ */
+async function nodeIdOf(home: string): Promise<{ id: string | null; unlock: () => void }> {
+  let unlock: () => void;
+  try {
+    unlock = lockDirectory(home);
+  } catch {
+    return { id: null, unlock: () => {} };
+  }
+  const file = path.join(home, "node-id");
+  let id = (await readFile(file, "utf8").catch(() => "")).trim();
+  if (!id) {
+    id = randomUUID();
+    await writeFile(file, id, { mode: 0o600 });
+  }
+  return { id, unlock };
+}
+
+export async function startCluster(opts: { db: Database; home: string; runtime: ThreadRuntime; turns: TurnRunner; log: Logger; env: NodeJS.ProcessEnv }): Promise<ClusterHandle> {
+  const { db, runtime, turns } = opts;
+  const log = opts.log.child({ component: "cluster" });
+  const ttlMs = positive(opts.env.APP_SERVER_LEASE_TTL_MS, DEFAULT_LEASE_TTL_MS);
+  const sweepMs = positive(opts.env.APP_SERVER_SWEEP_INTERVAL_MS, Math.min(5000, Math.max(100, Math.floor(ttlMs / 2))));
+  const relayMs = positive(opts.env.APP_SERVER_RELAY_INTERVAL_MS, 20);
+  const node = await nodeIdOf(opts.home);
+  const leases = new LeaseManager(new LeaseStore(db.sql), { ttlMs, nodeId: node.id }, log);
+  const links = new ClusterLinks(leases, runtime, log);
+  links.turns = turns;
+  runtime.cluster = links;
+  if (db.kind === "postgres") {
+    links.fanout = new Fanout(db.sql, leases.processId, log, (m) => links.onMessage(m), (t) => links.onListen(t), relayMs);
+    links.commands = new RemoteCommands(db.sql, leases.processId, (c) => links.handle(c), log);
+    await links.commands.start();
+  }
+  await leases.start();
+  const sweeper = new Sweeper(runtime, leases, (r, epoch) => turns.restore(r, epoch), log);
+  await sweeper.sweep();
+  sweeper.start(sweepMs);
+  const forget = setInterval(() => void leases.store.forgetDead().catch(() => {}), 10 * 60_000).unref();
+  log.info({ processId: leases.processId, ttlMs, sweepMs }, "registered");
+  return {
+    links,
+    stopSweeping: () => {
+      sweeper.stop();
+      clearInterval(forget);
+    },
+    close: async () => {
+      await links.fanout?.close();
+      await links.commands?.close();
+      await leases.stop();
+      node.unlock();
+    },
+  };
+}

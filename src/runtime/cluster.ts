@@ -1,0 +1,183 @@
+/**
+ * What a process does for threads whose turns may run in another process (issue 12): follow them
+ * (LISTEN, then deliver committed events read from the log and relayed deltas, in seq order),
+ * mirror their pending approvals to local clients and carry the answers to the owner, forward
+ * interrupt/steer/metadata to the owner, and answer those requests when it is the owner.
+ */
+import type { ServerNotificationMethod } from "../protocol/methods.js";
+import type { ThreadRecord } from "../store/records.js";
+import type { FanoutMessage, Fanout } from "./fanout.js";
+import { LeaseHeldError, type LeaseManager } from "./leases.js";
+import type { RemoteCommand, RemoteCommands } from "./remote-commands.js";
+import type { LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
+
+/** The turn operations a remote request runs on the owner (TurnRunner). */
+export interface LocalTurnOps {
+  interruptLocal(threadId: string, turnId: string): Promise<unknown>;
+  steerLocal(threadId: string, turnId: string, input: unknown[], clientId: string | null): Promise<unknown>;
+}
+
+const NOBODY: Subscriber = { id: -1, notify: () => {} };
+
+export class ClusterLinks {
+  fanout: Fanout | null = null;
+  commands: RemoteCommands | null = null;
+  turns: LocalTurnOps | null = null;
+  /** Approvals of other processes' turns shown to this process's clients: thread → item → stop. */
+  private readonly mirrors = new Map<string, Map<string, AbortController>>();
+
+  constructor(
+    readonly leases: LeaseManager,
+    private readonly runtime: ThreadRuntime,
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  async follow(thread: LoadedThread): Promise<void> {
+    await this.fanout?.follow(thread.id);
+  }
+
+  unfollow(thread: LoadedThread): void {
+    this.fanout?.unfollow(thread.id);
+    for (const stop of this.mirrors.get(thread.id)?.values() ?? []) stop.abort();
+    this.mirrors.delete(thread.id);
+  }
+
+  // ---- following -----------------------------------------------------------------------------
+
+  /** A relay from the process running the thread: delivered in the thread's pipeline, in seq order. */
+  onMessage(msg: FanoutMessage): void {
+    const thread = this.runtime.loaded.get(msg.t);
+    if (!thread || thread.lease) return;
+    void thread
+      .enqueue(() => this.apply(thread, msg))
+      .catch((err) => this.log.warn({ err, threadId: thread.id }, "could not deliver events of another process"));
+  }
+
+  /** After a reconnect (LISTEN again): whatever was committed meanwhile. */
+  onListen(threadId: string): void {
+    const thread = this.runtime.loaded.get(threadId);
+    if (thread && !thread.lease) void thread.enqueue(() => this.catchUp(thread)).catch(() => {});
+  }
+
+  private async apply(thread: LoadedThread, msg: FanoutMessage): Promise<void> {
+    if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.runtime.store.maxEventSeq(thread.id);
+    const from = thread.deliveredSeq;
+    const stored = msg.m > from ? await this.runtime.store.eventsBetween(thread.id, from, msg.m) : [];
+    const merged = [
+      ...stored.map((e) => ({ seq: e.seq, method: e.method, params: e.params, emittedAtMs: e.emittedAtMs })),
+      ...msg.d.filter(([seq]) => seq > from).map(([seq, method, params, emittedAtMs]) => ({ seq, method, params, emittedAtMs })),
+    ].sort((a, b) => a.seq - b.seq);
+    this.deliverAll(thread, merged);
+    if (msg.r || stored.some((e) => e.method === "thread/status/changed")) await this.mirrorRequests(thread);
+  }
+
+  /** Delivers every event committed after what this process delivered (a claim, a reconnect). */
+  async catchUp(thread: LoadedThread): Promise<void> {
+    if (thread.deliveredSeq < 0) return;
+    const upTo = await this.runtime.store.maxEventSeq(thread.id);
+    const events = await this.runtime.store.eventsBetween(thread.id, thread.deliveredSeq, upTo);
+    this.deliverAll(thread, events);
+    if (!thread.lease) await this.mirrorRequests(thread);
+  }
+
+  private deliverAll(thread: LoadedThread, events: Array<{ seq: number; method: string; params: Record<string, unknown>; emittedAtMs: number }>): void {
+    for (const e of events) {
+      if (e.seq <= thread.deliveredSeq) continue;
+      // The local view of a thread running elsewhere follows its status events.
+      if (e.method === "thread/status/changed" && !thread.activeTurn) thread.status = e.params.status as typeof thread.status;
+      this.runtime.deliver(thread, e.method, e.params, undefined, e.emittedAtMs);
+    }
+  }
+
+  /**
+   * Shows this process's clients the approvals the owner's turn waits on (the recorded pending
+   * requests); an answer goes to the owner, and a request answered anywhere is withdrawn here.
+   */
+  private async mirrorRequests(thread: LoadedThread): Promise<void> {
+    if (thread.lease) return;
+    const pending = await this.leases.store.pendingRequests(thread.id);
+    const mirrored = this.mirrors.get(thread.id) ?? new Map<string, AbortController>();
+    this.mirrors.set(thread.id, mirrored);
+    const open = new Set(pending.map((p) => p.id));
+    for (const [itemId, stop] of mirrored) {
+      if (!open.has(itemId)) {
+        stop.abort();
+        mirrored.delete(itemId);
+      }
+    }
+    for (const p of pending) {
+      if (mirrored.has(p.id)) continue;
+      const stop = new AbortController();
+      mirrored.set(p.id, stop);
+      const { method, params } = p.pendingRequest;
+      void thread.broker.ask(method, params, thread.subscribers, stop.signal).then(async (reply) => {
+        if (reply === null || stop.signal.aborted) return;
+        const owner = await this.leases.liveOwner(thread.id);
+        if (!owner || !this.commands) return;
+        await this.commands.send(owner, { kind: "approval", threadId: thread.id, itemId: p.id, reply });
+      }).catch((err) => this.log.warn({ err, threadId: thread.id, itemId: p.id }, "could not pass an approval answer to the process running the turn"));
+    }
+  }
+
+  // ---- requests to the owner -----------------------------------------------------------------
+
+  /** Sends `command` to the live process holding the thread's lease; null when there is none. */
+  async toOwner(threadId: string, command: RemoteCommand): Promise<{ result: unknown } | null> {
+    if (!this.commands) return null;
+    const owner = await this.leases.liveOwner(threadId);
+    if (!owner) return null;
+    return { result: await this.commands.send(owner, command) };
+  }
+
+  /** thread/name/set, archive: recorded under the lease, by the owner when a turn runs elsewhere. */
+  async updateMetadata(threadId: string, patch: Partial<Pick<ThreadRecord, "archived" | "name">>, event: ThreadEvent, requester: Subscriber): Promise<ThreadRecord> {
+    const runtime = this.runtime;
+    const thread = await runtime.load(threadId);
+    try {
+      await runtime.claim(thread);
+    } catch (err) {
+      if (!(err instanceof LeaseHeldError)) throw err;
+      const forwarded = await this.toOwner(threadId, { kind: "metadata", threadId, patch, event });
+      runtime.maybeUnload(thread);
+      if (!forwarded) throw err;
+      const stored = forwarded.result as { method: string; params: Record<string, unknown>; emittedAtMs: number };
+      requester.notify(stored.method, stored.params, stored.emittedAtMs);
+      const record = await runtime.store.getThread(threadId);
+      return record!;
+    }
+    const now = Date.now();
+    const [stored] = await runtime.commit(thread, [event], (tx) => runtime.store.updateThread(tx, threadId, { ...patch, updatedAtMs: now }).then(() => {}), { alsoTo: requester });
+    thread.record = { ...thread.record, ...patch, updatedAtMs: now };
+    runtime.maybeUnload(thread);
+    void stored;
+    return thread.record;
+  }
+
+  /** Runs a request another process sent to this one (the owner of the thread). */
+  async handle(command: RemoteCommand): Promise<unknown> {
+    switch (command.kind) {
+      case "interrupt":
+        return this.turns!.interruptLocal(command.threadId, command.turnId);
+      case "steer":
+        return this.turns!.steerLocal(command.threadId, command.turnId, command.input, command.clientId);
+      case "approval": {
+        const thread = this.runtime.loaded.get(command.threadId);
+        const answered = thread?.broker.answer((params) => (params as { itemId?: string }).itemId === command.itemId, command.reply as never);
+        if (!answered) throw new Error(`no pending request for item ${command.itemId} on this process`);
+        return {};
+      }
+      case "metadata": {
+        const thread = await this.runtime.load(command.threadId);
+        const [stored] = await this.runtime.commit(thread, [command.event as ThreadEvent], (tx) =>
+          this.runtime.store.updateThread(tx, command.threadId, { ...command.patch, updatedAtMs: Date.now() }).then(() => {}),
+        );
+        thread.record = { ...thread.record, ...command.patch };
+        this.runtime.maybeUnload(thread);
+        return stored;
+      }
+    }
+  }
+}
+
+export type { ServerNotificationMethod };
+void NOBODY;

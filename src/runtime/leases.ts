@@ -1,0 +1,102 @@
+/**
+ * Thread leases with fencing (issue 12, DESIGN.md §7). A process writes a thread's facts only
+ * while it holds the thread's lease: (owner = this process, epoch). The lease is a column pair on
+ * the thread row, taken with one conditional UPDATE that bumps the epoch; every recording
+ * transaction re-checks (owner, epoch) with a row-locking UPDATE (the fence), so a process that
+ * lost its lease — its heartbeat expired and another process took over — cannot write any more.
+ *
+ * Why a lease row and not session advisory locks: an advisory lock lives in one database session,
+ * so every lease would pin a dedicated connection (or break behind a transaction-mode pooler such
+ * as PgBouncer), and it gives no fencing token — a process that lost its session (and so the lock)
+ * can still have a write in flight on another connection. A row with an epoch is checked inside the
+ * very transaction that writes, needs no session, and survives reconnects.
+ *
+ * Liveness is one heartbeat row per process (`processes`), not one per thread: a process that
+ * stops heartbeating for APP_SERVER_LEASE_TTL_MS loses every lease at once.
+ */
+import { randomUUID } from "node:crypto";
+import type { TransactionSql } from "postgres";
+import type { LeaseStore, LeasedRow } from "../store/lease-store.js";
+import { TurnRequestError } from "./turn-errors.js";
+import type { RuntimeLogger } from "./threads.js";
+
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+/** A thread is leased by another live process (or a turn of a dead one awaits the sweeper). */
+export class LeaseHeldError extends TurnRequestError {
+  constructor(readonly threadId: string) {
+    super(`a turn is already running on thread ${threadId}`);
+    this.name = "LeaseHeldError";
+  }
+}
+
+/** A write was fenced off: another process took the thread's lease. */
+export class LeaseLostError extends Error {
+  constructor(readonly threadId: string) {
+    super(`lost the lease of thread ${threadId} to another process`);
+    this.name = "LeaseLostError";
+  }
+}
+
+export interface LeaseOptions {
+  ttlMs: number;
+  /** The home directory's node id (predecessors on the same home are expired at start). */
+  nodeId: string | null;
+}
+
+export class LeaseManager {
+  readonly processId = randomUUID();
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private lastHeartbeat = Date.now();
+
+  constructor(
+    readonly store: LeaseStore,
+    readonly opts: LeaseOptions,
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.store.register(this.processId, this.opts.nodeId, this.opts.ttlMs);
+    this.lastHeartbeat = Date.now();
+    // Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases.
+    const every = Math.max(100, Math.floor(this.opts.ttlMs / 3));
+    this.heartbeatTimer = setInterval(() => void this.beat(), every);
+    this.heartbeatTimer.unref();
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      await this.store.heartbeat(this.processId, this.opts.ttlMs);
+      this.lastHeartbeat = Date.now();
+    } catch (err) {
+      this.log.warn({ err, sinceLastMs: Date.now() - this.lastHeartbeat }, "heartbeat failed");
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
+    await this.store.unregister(this.processId).catch((err) => this.log.warn({ err }, "could not unregister the process"));
+  }
+
+  /** Takes a free thread's lease; LeaseHeldError when a live process (or an orphaned turn) has it. */
+  async acquire(threadId: string): Promise<LeasedRow> {
+    const row = await this.store.acquire(threadId, this.processId);
+    if (row === "busy") throw new LeaseHeldError(threadId);
+    if (row === "missing") throw new Error(`thread not found: ${threadId}`);
+    return row;
+  }
+
+  /** The fence, inside a recording transaction; throws LeaseLostError (the transaction aborts). */
+  async fence(tx: TransactionSql, threadId: string, epoch: number, seqUpTo: number): Promise<void> {
+    if (!(await this.store.fence(tx, threadId, this.processId, epoch, seqUpTo))) throw new LeaseLostError(threadId);
+  }
+
+  release(threadId: string, epoch: number): Promise<void> {
+    return this.store.release(threadId, this.processId, epoch);
+  }
+
+  liveOwner(threadId: string): Promise<string | null> {
+    return this.store.liveOwner(threadId, this.processId);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Recovery by lease (issue 12): every process sweeps, at start and then every interval, for turns
+ * in progress on threads whose owner's lease expired (the owner stopped heartbeating: killed,
+ * partitioned, hung) — or that have no owner (data from before leases). For each, one transaction
+ * locks the thread row `for update skip locked` and takes the lease, so exactly one process wins;
+ * it closes the turns as interrupted (recovery.ts) or restores a turn that waited on an approval.
+ * A live process's turns are never touched, so starting a process is always safe.
+ */
+import type { LeaseManager } from "./leases.js";
+import { recoverThread, type RestorableTurn } from "./recovery.js";
+import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
+
+export class Sweeper {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly runtime: ThreadRuntime,
+    private readonly leases: LeaseManager,
+    private readonly restore: (r: RestorableTurn, epoch: number) => Promise<void>,
+    private readonly log: RuntimeLogger,
+  ) {}
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.sweep().catch((err) => this.log.warn({ err }, "sweep failed")), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** One pass (sweeps never overlap within a process). */
+  sweep(): Promise<void> {
+    return (this.running ??= this.pass().finally(() => (this.running = null)));
+  }
+
+  private async pass(): Promise<void> {
+    const store = this.runtime.store;
+    for (const threadId of await this.leases.store.orphanedThreads()) {
+      let outcome: { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null = null;
+      await store.transaction(async (tx) => {
+        const claim = await this.leases.store.claimOrphan(tx, threadId, this.leases.processId);
+        if (!claim) return; // another process is on it, or its owner came back
+        const r = await recoverThread(store, tx, threadId, claim.seqReserved, this.log);
+        // Closed turns leave the thread free; a restored one keeps running here, under this lease.
+        if (!r.restorable) await tx`update threads set owner_id = null where id = ${threadId}`;
+        outcome = { restorable: r.restorable, lastSeq: r.lastSeq, epoch: claim.epoch };
+      });
+      const done = outcome as { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null;
+      if (!done) continue;
+      // Clients of the dead owner, now on other processes, learn how the turn ended.
+      this.runtime.cluster?.fanout?.committed(threadId, done.lastSeq);
+      const loaded = this.runtime.loaded.get(threadId);
+      if (loaded && !loaded.lease) await loaded.enqueue(() => this.runtime.cluster!.catchUp(loaded));
+      if (done.restorable) {
+        await this.restore(done.restorable, done.epoch).catch((err) =>
+          this.log.error({ err, threadId, turnId: done.restorable!.turnId }, "could not restore a waiting turn"),
+        );
+      }
+    }
+  }
+}

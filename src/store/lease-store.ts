@@ -1,0 +1,128 @@
+/**
+ * SQL of the process registry and thread leases (migrations/003_cluster_leases.sql). Liveness is
+ * judged by the database clock (`now()`), never by a process's own clock.
+ */
+import type { Sql } from "postgres";
+import type { ThreadRecord } from "./records.js";
+import type { Queryable } from "./thread-store.js";
+
+/** A thread row as a lease acquisition returns it (the caller's caches are refreshed from it). */
+export type LeasedRow = ThreadRecord & { leaseEpoch: number };
+
+/** `owner` is a live process (its heartbeat has not expired). */
+const alive = (q: Queryable, owner: ReturnType<Queryable>) =>
+  q`exists (select 1 from processes p where p.id = ${owner} and p.expires_at > now())`;
+
+export class LeaseStore {
+  constructor(readonly sql: Sql) {}
+
+  /** Registers this process; expires earlier incarnations of the same node (they are dead). */
+  async register(id: string, nodeId: string | null, ttlMs: number): Promise<void> {
+    await this.sql`
+      insert into processes (id, node_id, expires_at) values (${id}, ${nodeId ?? id}, now() + ${ttlMs} * interval '1 millisecond')
+      on conflict (id) do update set expires_at = excluded.expires_at`;
+    if (nodeId) await this.sql`update processes set expires_at = now() - interval '1 millisecond' where node_id = ${nodeId} and id <> ${id}`;
+  }
+
+  /** Extends this process's liveness; re-registers if its row was cleaned away. */
+  async heartbeat(id: string, ttlMs: number): Promise<void> {
+    await this.sql`
+      insert into processes (id, node_id, expires_at) values (${id}, ${id}, now() + ${ttlMs} * interval '1 millisecond')
+      on conflict (id) do update set expires_at = excluded.expires_at`;
+  }
+
+  /** A clean exit: leases this process still holds become free at once. */
+  async unregister(id: string): Promise<void> {
+    await this.sql`delete from processes where id = ${id}`;
+  }
+
+  /** Old rows of dead processes no thread points at any more. */
+  async forgetDead(): Promise<void> {
+    await this.sql`
+      delete from processes p where p.expires_at < now() - interval '1 hour'
+        and not exists (select 1 from threads t where t.owner_id = p.id)`;
+  }
+
+  /**
+   * Takes the lease of a thread that is free (no owner, a dead owner, or us) and has no turn in
+   * progress; bumps the epoch and reserves a fresh block of seq numbers from the row. Null when a
+   * live process holds it or a turn is in progress (a dead owner's turn is the sweeper's job).
+   */
+  async acquire(threadId: string, me: string): Promise<LeasedRow | "busy" | "missing"> {
+    const sql = this.sql;
+    const rows = await sql<LeasedRow[]>`
+      update threads t set owner_id = ${me}, lease_epoch = t.lease_epoch + 1
+      where t.id = ${threadId}
+        and (t.owner_id is null or t.owner_id = ${me} or not ${alive(sql, sql`t.owner_id`)})
+        and not exists (select 1 from turns u where u.thread_id = t.id and u.status = 'inProgress')
+      returning t.*`;
+    if (rows[0]) return rows[0];
+    const [exists] = await sql`select 1 from threads where id = ${threadId}`;
+    return exists ? "busy" : "missing";
+  }
+
+  /**
+   * The fence: inside a transaction that records a thread's facts, checks that this process still
+   * holds the lease at `epoch` (row-locking it until commit, so a takeover waits for the write or
+   * the write sees the takeover) and raises the seq reservation. False: the lease is lost.
+   */
+  async fence(tx: Queryable, threadId: string, me: string, epoch: number, seqUpTo: number): Promise<boolean> {
+    const rows = await tx`
+      update threads set seq_reserved = greatest(seq_reserved, ${seqUpTo})
+      where id = ${threadId} and owner_id = ${me} and lease_epoch = ${epoch} returning 1`;
+    return rows.length === 1;
+  }
+
+  async release(threadId: string, me: string, epoch: number): Promise<void> {
+    await this.sql`update threads set owner_id = null where id = ${threadId} and owner_id = ${me} and lease_epoch = ${epoch}`;
+  }
+
+  /** The live process holding a thread's lease, if it is not `me`. */
+  async liveOwner(threadId: string, me: string): Promise<string | null> {
+    const sql = this.sql;
+    const [row] = await sql<{ ownerId: string }[]>`
+      select t.owner_id from threads t where t.id = ${threadId} and t.owner_id <> ${me} and ${alive(sql, sql`t.owner_id`)}`;
+    return row?.ownerId ?? null;
+  }
+
+  /** Threads with a turn in progress whose owner is gone (or that never had one: older data). */
+  async orphanedThreads(): Promise<string[]> {
+    const sql = this.sql;
+    const rows = await sql<{ id: string }[]>`
+      select distinct u.thread_id as id from turns u join threads t on t.id = u.thread_id
+      where u.status = 'inProgress' and (t.owner_id is null or not ${alive(sql, sql`t.owner_id`)})`;
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Inside the sweeper's transaction: locks an orphaned thread for this process (`skip locked`: a
+   * thread another sweeper is on is skipped — exactly one process wins) and takes its lease.
+   */
+  async claimOrphan(tx: Queryable, threadId: string, me: string): Promise<{ epoch: number; seqReserved: number } | null> {
+    const [row] = await tx<{ leaseEpoch: number; seqReserved: number }[]>`
+      select lease_epoch, seq_reserved from threads t
+      where t.id = ${threadId} and (t.owner_id is null or not ${alive(tx, tx`t.owner_id`)})
+      for update skip locked`;
+    if (!row) return null;
+    await tx`update threads set owner_id = ${me}, lease_epoch = lease_epoch + 1 where id = ${threadId}`;
+    return { epoch: row.leaseEpoch + 1, seqReserved: row.seqReserved };
+  }
+
+  /** Thread ids among `ids` with a turn in progress, and whether one waits on an approval. */
+  async runningStatus(ids: string[]): Promise<Map<string, { waitingOnApproval: boolean }>> {
+    const out = new Map<string, { waitingOnApproval: boolean }>();
+    if (ids.length === 0) return out;
+    const sql = this.sql;
+    const rows = await sql<{ threadId: string; waiting: boolean }[]>`
+      select u.thread_id, exists (select 1 from items i where i.turn_id = u.id and i.pending_request is not null and i.completed_at_ms is null) as waiting
+      from turns u where u.status = 'inProgress' and u.thread_id in ${sql(ids)}`;
+    for (const r of rows) out.set(r.threadId, { waitingOnApproval: r.waiting || (out.get(r.threadId)?.waitingOnApproval ?? false) });
+    return out;
+  }
+
+  /** Items of a thread waiting on an approval (cross-process mirroring of server requests). */
+  async pendingRequests(threadId: string): Promise<Array<{ id: string; pendingRequest: { method: string; params: Record<string, unknown> } }>> {
+    return this.sql`
+      select id, pending_request from items where thread_id = ${threadId} and pending_request is not null and completed_at_ms is null order by id`;
+  }
+}

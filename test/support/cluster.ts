@@ -1,0 +1,73 @@
+/**
+ * Several real `app-server serve` processes on one fresh Postgres database (issue 12): each with
+ * its own home, all providers pointed at one mock, short lease TTL and sweep interval so that a
+ * killed owner is taken over quickly.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { TestClient } from "./client.js";
+import type { MockModelServer } from "./mock-model-server.js";
+import { spawnCli, type CliProcess } from "./process.js";
+
+export interface Node {
+  proc: CliProcess;
+  url: string;
+  home: string;
+}
+
+export class Cluster {
+  readonly nodes: Node[] = [];
+  readonly clients: TestClient[] = [];
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly mock: MockModelServer,
+    private readonly env: Record<string, string> = {},
+  ) {}
+
+  async spawn(extraEnv: Record<string, string> = {}): Promise<Node> {
+    const home = await mkdtemp(path.join(os.tmpdir(), "aas-cluster-"));
+    const proc = spawnCli(["serve", "--listen", "ws://127.0.0.1:0", "--home", home, "--database-url", this.databaseUrl], {
+      env: {
+        OPENAI_BASE_URL: this.mock.openaiBaseUrl,
+        OPENAI_API_KEY: "test",
+        ANTHROPIC_BASE_URL: this.mock.anthropicBaseUrl,
+        ANTHROPIC_API_KEY: "test",
+        APP_SERVER_MODEL_PROVIDER: "openai",
+        APP_SERVER_MODEL: "mock-model",
+        APP_SERVER_LEASE_TTL_MS: "1500",
+        APP_SERVER_SWEEP_INTERVAL_MS: "250",
+        ...this.env,
+        ...extraEnv,
+      },
+    });
+    const node = { proc, url: "", home };
+    this.nodes.push(node);
+    node.url = await proc.listening();
+    return node;
+  }
+
+  async connect(node: Node): Promise<TestClient> {
+    const c = await TestClient.initialized(node.url);
+    this.clients.push(c);
+    return c;
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.clients) await c.close().catch(() => {});
+    for (const n of this.nodes) {
+      await n.proc.kill().catch(() => {});
+      await rm(n.home, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Polls `check` until it returns a value (bounded by attempts, not by a wall-clock limit in the test). */
+export async function eventually<T>(check: () => Promise<T | undefined | null | false>, attempts = 200, pauseMs = 50): Promise<T> {
+  for (let i = 0; i < attempts; i++) {
+    const v = await check();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, pauseMs));
+  }
+  throw new Error("condition not reached");
+}
