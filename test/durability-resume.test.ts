@@ -19,11 +19,13 @@ const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (fast
 
 /** Codex's ThreadResumeResponse fields (reference schema v2), nothing more. */
 const RESUME_RESPONSE_KEYS = [
+  "activePermissionProfile",
   "approvalPolicy",
   "approvalsReviewer",
   "collaborationMode",
   "cwd",
   "disabledPluginIds",
+  "initialTurnsPage",
   "instructionSources",
   "itemsBackwardsCursor",
   "model",
