@@ -1,4 +1,5 @@
 // The server's requests: approval cards for commands and file changes (answered by a click),
+// MCP elicitations (an MCP tool call to approve, or a question from an MCP server: a small form),
 // and item/tool/call, which the playground does not implement.
 
 import { $, h, scrollToEnd } from "./dom.js";
@@ -16,6 +17,9 @@ const DECISIONS = [
 export function onServerRequest(method, params, id) {
   if (method === "item/commandExecution/requestApproval" || method === "item/fileChange/requestApproval") {
     return new Promise((resolve) => showApproval(method, params, id, resolve));
+  }
+  if (method === "mcpServer/elicitation/request") {
+    return new Promise((resolve) => showElicitation(params, id, resolve));
   }
   if (method === "item/tool/call") {
     return Promise.resolve({ contentItems: [{ type: "inputText", text: "The playground does not implement client-side tools." }], success: false });
@@ -90,6 +94,74 @@ function showApproval(method, params, id, answer) {
     item.approvalSlot.replaceChildren(el);
     item.setWaiting(true);
   } else (state.turns.get(params.turnId)?.body ?? $("conversation")).append(el);
+  scrollToEnd(true);
+  buttons[0]?.focus({ preventScroll: true });
+}
+
+/**
+ * An elicitation in form mode. A schema with one enum property (how MCP tool approvals come:
+ * "Approve Once", "Approve this Session", "Deny") becomes one button per choice; any other schema
+ * becomes text fields with Submit. Decline and Cancel are always offered.
+ */
+function showElicitation(params, id, answer) {
+  const props = Object.entries(params.requestedSchema?.properties ?? {});
+  const [choiceKey, choiceProp] = props.length === 1 && Array.isArray(props[0][1].enum) ? props[0] : [null, null];
+  const status = h("div", { class: "approval-status" });
+  const fields = choiceKey ? [] : props.map(([key, prop]) => h("label", { class: "elicit-field" }, h("span", {}, prop.title ?? key), h("input", { type: "text", name: key })));
+  const buttons = [];
+  const settle = (reply, text) => {
+    if (card.done) return;
+    card.done = true;
+    el.classList.add("resolved");
+    for (const b of buttons) b.disabled = true;
+    status.textContent = text;
+    answer(reply);
+  };
+  if (choiceKey) {
+    choiceProp.enum.forEach((value, i) =>
+      buttons.push(h("button", { type: "button", class: i === 0 ? "primary" : "", onclick: () => settle({ action: "accept", content: { [choiceKey]: value }, _meta: null }, `You chose: ${value}.`) }, value)),
+    );
+  } else {
+    buttons.push(
+      h("button", {
+        type: "button",
+        class: "primary",
+        onclick: () => settle({ action: "accept", content: Object.fromEntries(fields.map((f) => [f.querySelector("input").name, f.querySelector("input").value])), _meta: null }, "Sent."),
+      }, "Submit"),
+    );
+  }
+  if (!choiceKey || !choiceProp.enum.some((v) => /deny|decline/i.test(String(v))))
+    buttons.push(h("button", { type: "button", onclick: () => settle({ action: "decline", content: null, _meta: null }, "You declined.") }, "Decline"));
+  buttons.push(h("button", { type: "button", class: "danger", onclick: () => settle({ action: "cancel", content: null, _meta: null }, "You cancelled the turn.") }, "Cancel turn"));
+  const el = h(
+    "div",
+    { class: "approval-card", dataset: { requestId: String(id) } },
+    h("div", { class: "approval-title" }, `MCP server ${params.serverName}`),
+    h("pre", { class: "output" }, params.message),
+    fields.length ? h("div", { class: "elicit-fields" }, fields) : null,
+    h("div", { class: "approval-buttons" }, buttons),
+    status,
+  );
+  const card = {
+    el,
+    itemId: null,
+    turnId: params.turnId,
+    done: false,
+    resolve(how) {
+      if (card.done) return;
+      card.done = true;
+      el.classList.add("resolved");
+      for (const b of buttons) b.disabled = true;
+      status.textContent = how === "turn ended" ? "The turn ended before an answer." : "Answered by another client.";
+    },
+    markStale() {
+      if (card.done) return;
+      for (const b of buttons) b.disabled = true;
+      status.textContent = "Disconnected: reconnect to answer.";
+    },
+  };
+  state.approvals.set(id, card);
+  (state.turns.get(params.turnId)?.body ?? $("conversation")).append(el);
   scrollToEnd(true);
   buttons[0]?.focus({ preventScroll: true });
 }
