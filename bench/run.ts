@@ -41,7 +41,21 @@ import { groupSandbox } from "./groups/sandbox.js";
 import { groupMcp } from "./groups/mcp.js";
 import { groupPaging, PAGED_CALLS, PAGING_SIZES } from "./groups/paging.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
-import { countThreads, explainList, explainRecovery, middleCursor, SEARCH_COMMON, SEARCH_NONE, seedThreads, seedTurns, type ExplainResult } from "./lib/seed.js";
+import {
+  countThreads,
+  explainList,
+  explainRecovery,
+  middleCursor,
+  oneThreadTerm,
+  SEARCH_COMMON,
+  SEARCH_NONE,
+  SEARCH_TRANSCRIPT,
+  seedThreads,
+  seedTranscripts,
+  seedTurns,
+  TRANSCRIPT_TURNS,
+  type ExplainResult,
+} from "./lib/seed.js";
 import { fmtMs, summarize } from "./lib/stats.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -258,6 +272,7 @@ async function phaseThreads(b: Backend): Promise<void> {
 
 async function phaseList(b: Backend): Promise<void> {
   let seeded = 0;
+  let oneTerm = "";
   for (const size of [...SIZES].sort((x, y) => x - y)) {
     // Seed with the server stopped (PGlite's data dir is locked by the server process).
     const db = await b.openSeed();
@@ -269,9 +284,13 @@ async function phaseList(b: Backend): Promise<void> {
       const counts = await countThreads(db.sql);
       if (counts.total !== size) throw new Error(`seeded ${counts.total} threads, expected ${size}`);
       log(`${b.name}: seeded to ${size} threads (${counts.listable} listable) in ${(seedMs / 1000).toFixed(1)} s`);
+      // Every thread gets a transcript (5 turns, 10 messages: 1M items at 100k threads) for search.
+      const [, trMs] = await timed(() => seedTranscripts(db.sql));
+      log(`${b.name}: transcripts for ${size} threads (${size * TRANSCRIPT_TURNS * 2} items) in ${(trMs / 1000).toFixed(1)} s`);
+      oneTerm = await oneThreadTerm(db.sql);
       // Real Postgres analyzes by itself (autovacuum) soon after a bulk load; do it now so runs
       // are repeatable. PGlite has no autovacuum (single-user backend): leave it as users get it.
-      if (b.name === "postgres") await db.sql.unsafe("analyze threads");
+      if (b.name === "postgres") await db.sql.unsafe("analyze threads, turns, items");
       const [st] = await db.sql.unsafe<{ reltuples: number }[]>("select reltuples::float8 as reltuples from pg_class where relname = 'threads'");
       if (size === Math.max(...SIZES)) notes.push(`${b.name} @${size}: pg_class.reltuples = ${st!.reltuples} when the server started (-1 = never analyzed).`);
       cursor = await middleCursor(db.sql);
@@ -304,17 +323,28 @@ async function phaseList(b: Backend): Promise<void> {
       const common = await c.request("thread/list", { searchTerm: SEARCH_COMMON });
       if (common.data.length !== 25) throw new Error(`search returned ${common.data.length} rows`);
 
-      const cases: [string, object][] = [
+      const cases: [string, object, string?][] = [
         ["first page", {}],
         ["deep page (cursor at middle)", { cursor }],
         [`searchTerm "${SEARCH_COMMON}" (1 in 6 match)`, { searchTerm: SEARCH_COMMON }],
-        ["searchTerm, no match (full scan)", { searchTerm: SEARCH_NONE }],
+        ["searchTerm, no match", { searchTerm: SEARCH_NONE }],
+        [`searchTerm "${SEARCH_TRANSCRIPT}" (messages of 1 in 100)`, { searchTerm: SEARCH_TRANSCRIPT }],
+        [`searchTerm "${oneTerm}" (a message of ~1 thread)`, { searchTerm: oneTerm }],
+        [`searchTerm "deadlock" (1 in 8 messages)`, { searchTerm: "deadlock" }],
+        [`thread/search "${SEARCH_COMMON}"`, { query: SEARCH_COMMON }, "thread/search"],
+        [`thread/search, no match`, { query: SEARCH_NONE }, "thread/search"],
+        [`thread/search "${SEARCH_TRANSCRIPT}"`, { query: SEARCH_TRANSCRIPT }, "thread/search"],
+        [`thread/search "${oneTerm}"`, { query: oneTerm }, "thread/search"],
+        [`thread/search "deadlock"`, { query: "deadlock" }, "thread/search"],
+        [`thread/search "parser deadlock -timeout"`, { query: "parser deadlock -timeout" }, "thread/search"],
       ];
-      for (const [name, params] of cases) {
+      for (const [name, params, method = "thread/list"] of cases) {
         try {
-          const samples = await measure(N.list, N.listWarmup, BOUND.listCaseMs, () => c.request("thread/list", params), () => c.pace());
+          const once = await c.request(method, params);
+          if (method === "thread/search" && once.data.length && !once.data[0].snippet) throw new Error("thread/search returned no snippet");
+          const samples = await measure(N.list, N.listWarmup, BOUND.listCaseMs, () => c.request(method, params), () => c.pace());
           latency.push({ backend: b.name, metric: `thread/list @${size / 1000}k: ${name}`, s: summarize(samples) });
-          log(`${b.name} thread/list @${size}: ${name}: p50 ${fmtMs(summarize(samples).p50)} ms (n=${samples.length})`);
+          log(`${b.name} thread/list @${size}: ${name}: p50 ${fmtMs(summarize(samples).p50)} ms (n=${samples.length}, ${once.data.length} rows)`);
         } catch (err) {
           errors.push(`${b.name} thread/list @${size}: ${name}: ${(err as Error).message}`);
         }
@@ -342,7 +372,7 @@ async function readyWithHistory(b: Backend, threads: number): Promise<void> {
   const perThread = 3;
   const db = await b.openSeed();
   try {
-    const [, ms] = await timed(() => seedTurns(db.sql, perThread));
+    const [, ms] = await timed(() => seedTurns(db.sql, perThread, TRANSCRIPT_TURNS));
     if (b.name === "postgres") await db.sql.unsafe("analyze turns");
     log(`${b.name}: seeded ${threads * perThread} turns in ${(ms / 1000).toFixed(1)} s`);
     explains.push({ backend: b.name, size: threads, rows: [await explainRecovery(db.sql)] });

@@ -102,16 +102,28 @@ export async function explainList(sql: Sql, cursor: string): Promise<ExplainResu
   const base = `select * from threads where archived = false and not ephemeral`;
   const tail = `order by created_at_ms desc, id desc limit 26`;
   // Mirrors ThreadStore.listThreads (src/store/thread-store.ts); keep in step when it changes.
-  const search = (t: string) => `and (name ilike '%${t}%' or preview ilike '%${t}%')`;
+  // Since migrations/004_full_text_search.sql a search first collects the matching ids from the
+  // indexes (src/store/thread-search.ts, few hits) and walks the listing only for many hits.
+  const hits = (t: string) =>
+    `select id from threads where text_trigrams(lower(thread_search_text(name, preview))) @> text_trigrams(lower('${t}')) and (name ilike '%${t}%' or preview ilike '%${t}%')
+     union all select i.thread_id from items i where i.type in ('userMessage', 'agentMessage')
+       and to_tsvector('simple'::regconfig, item_search_text(i.type, i.payload)) @@ phraseto_tsquery('simple'::regconfig, '${t}') limit 2001`;
   const shapes: [string, string][] = [
     ["first page", `${base} ${tail}`],
     ["deep page", `${base} and (created_at_ms, id) < (${c.value}, '${c.id}') ${tail}`],
-    [`search "${SEARCH_COMMON}"`, `${base} ${search(SEARCH_COMMON)} ${tail}`],
-    [`search (no match)`, `${base} ${search(SEARCH_NONE)} ${tail}`],
+    [`search "${SEARCH_COMMON}": matching ids`, hits(SEARCH_COMMON)],
+    [`search (no match): matching ids`, hits(SEARCH_NONE)],
+    [`search "${SEARCH_TRANSCRIPT}": matching ids`, hits(SEARCH_TRANSCRIPT)],
   ];
   const out: ExplainResult[] = [];
   for (const [name, q] of shapes) {
-    const rows = await sql.unsafe<Record<string, string>[]>(`explain (analyze, costs off) ${q}`);
+    let rows: Record<string, string>[];
+    try {
+      rows = await sql.unsafe<Record<string, string>[]>(`explain (analyze, costs off) ${q}`);
+    } catch (err) {
+      out.push({ name, plan: `failed: ${(err as Error).message}`, executionMs: NaN });
+      continue;
+    }
     const lines = rows.map((r) => Object.values(r)[0]!);
     const exec = /Execution Time: ([\d.]+) ms/.exec(lines.join("\n"));
     out.push({ name, plan: planNodes(lines), executionMs: exec ? Number(exec[1]) : NaN });
@@ -123,8 +135,8 @@ export async function explainList(sql: Sql, cursor: string): Promise<ExplainResu
  * Gives every thread `perThread` completed turns (turns columns of migrations/001_init.sql), one
  * statement per ordinal. Used to see whether start-up work grows with the stored history.
  */
-export async function seedTurns(sql: Sql, perThread: number): Promise<void> {
-  for (let k = 0; k < perThread; k++) {
+export async function seedTurns(sql: Sql, perThread: number, firstOrdinal = 0): Promise<void> {
+  for (let k = firstOrdinal; k < firstOrdinal + perThread; k++) {
     await sql.unsafe(`
       insert into turns (id, thread_id, ordinal, status, started_at_ms, completed_at_ms)
       select md5(id || '/turn/${k}')::uuid::text, id, ${k}, 'completed', created_at_ms + ${k * 60_000}, created_at_ms + ${k * 60_000 + 30_000}
@@ -140,4 +152,64 @@ export async function explainRecovery(sql: Sql): Promise<ExplainResult> {
   const lines = rows.map((r) => Object.values(r)[0]!);
   const exec = /Execution Time: ([\d.]+) ms/.exec(lines.join("\n"));
   return { name: "start-up recovery: turns where status = 'inProgress'", plan: planNodes(lines), executionMs: exec ? Number(exec[1]) : NaN };
+}
+
+/** Words of the seeded transcripts; item k of thread g uses a few of them (see seedTranscripts). */
+const TOPICS = ["parser", "lexer", "scheduler", "migration", "renderer", "allocator", "tokenizer", "router", "watcher", "resolver", "compiler", "sandbox"];
+const FAULTS = ["deadlock", "overflow", "regression", "timeout", "leak", "panic", "race", "crash"];
+/** In the transcripts of about 1 thread in 100 (a rarer word, found only in messages). */
+export const SEARCH_TRANSCRIPT = "kumquat";
+/** In exactly one thread's transcript: `SEARCH_ONE_PREFIX` + its number. */
+export const SEARCH_ONE_PREFIX = "ticket";
+
+/**
+ * Gives every thread `turnsPerThread` completed turns with a userMessage and an agentMessage each
+ * (turns/items columns of migrations/001_init.sql, payloads shaped like the wire items), so
+ * 100 000 threads × 5 turns = 1 000 000 items. Set-based, one statement per turn ordinal.
+ */
+export const TRANSCRIPT_TURNS = 5;
+export async function seedTranscripts(sql: Sql, turnsPerThread = TRANSCRIPT_TURNS): Promise<void> {
+  const arr = (xs: string[]) => `array[${xs.map((x) => `'${x}'`).join(",")}]`;
+  // Only threads without turns yet (sizes are topped up: 10k, then to 100k).
+  await sql.unsafe(`drop table if exists bench_transcript_targets`);
+  await sql.unsafe(`create table bench_transcript_targets as select id, created_at_ms from threads t where not exists (select 1 from turns where thread_id = t.id)`);
+  for (let k = 0; k < turnsPerThread; k++) {
+    await sql.unsafe(`
+      insert into turns (id, thread_id, ordinal, status, started_at_ms, completed_at_ms)
+      select md5(id || '/turn/${k}')::uuid::text, id, ${k}, 'completed', created_at_ms + ${k * 60_000}, created_at_ms + ${k * 60_000 + 30_000}
+      from bench_transcript_targets`);
+    await sql.unsafe(`
+      with t as (
+        select id as thread_id, md5(id || '/turn/${k}')::uuid::text as turn_id, created_at_ms + ${k * 60_000} as at,
+          ('x' || substr(md5(id || '${k}'), 1, 8))::bit(32)::int & 2147483647 as h,
+          ('x' || substr(md5(id), 1, 8))::bit(32)::int & 2147483647 as g
+        from bench_transcript_targets
+      ), w as (
+        select *, (${arr(TOPICS)})[1 + h % ${TOPICS.length}] as topic, (${arr(FAULTS)})[1 + (h / 16) % ${FAULTS.length}] as fault,
+          case when g % 100 = 0 and ${k} = 0 then ' ${SEARCH_TRANSCRIPT}' else '' end as rare,
+          case when ${k} = 0 then ' ${SEARCH_ONE_PREFIX}' || (g % 1000003) else '' end as one
+        from t
+      )
+      insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms, completed_at_ms)
+      select md5(turn_id || '/u')::uuid::text, thread_id, turn_id, 0, 'userMessage', 'completed',
+        jsonb_build_object('type', 'userMessage', 'id', md5(turn_id || '/u')::uuid::text, 'content', jsonb_build_array(jsonb_build_object(
+          'type', 'text', 'text', 'Please look at the ' || topic || ' module: there is a ' || fault || ' when it runs twice' || rare || one, 'text_elements', '[]'::jsonb))),
+        at, at
+      from w
+      union all
+      select md5(turn_id || '/a')::uuid::text, thread_id, turn_id, 1, 'agentMessage', 'completed',
+        jsonb_build_object('type', 'agentMessage', 'id', md5(turn_id || '/a')::uuid::text, 'text',
+          'I read the ' || topic || ' code. The ' || fault || ' comes from a shared buffer that is reused before the previous call finished; I changed it to copy the buffer and added a test.'),
+        at + 1000, at + 30000
+      from w`);
+  }
+  await sql.unsafe(`drop table bench_transcript_targets`);
+}
+
+/** The number of the thread whose transcript has `SEARCH_ONE_PREFIX` + n (n of the newest thread). */
+export async function oneThreadTerm(sql: Sql): Promise<string> {
+  const [r] = await sql.unsafe<{ n: string }[]>(
+    `select ((('x' || substr(md5(id), 1, 8))::bit(32)::int & 2147483647) % 1000003)::text as n from threads order by created_at_ms desc limit 1`,
+  );
+  return `${SEARCH_ONE_PREFIX}${r!.n}`;
 }

@@ -9,6 +9,7 @@ import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
 import * as S from "./session.js";
 import * as T from "./thread.js";
+import * as F from "./thread-search.js";
 import * as U from "./turn.js";
 import * as X from "./tools.js";
 
@@ -24,6 +25,7 @@ export const clientRequests = {
   "thread/unsubscribe": { params: T.ThreadUnsubscribeParams, result: T.ThreadUnsubscribeResponse },
   "thread/resume": { params: T.ThreadResumeParams, result: T.ThreadResumeResponse },
   "thread/events/list": { params: T.ThreadEventsListParams, result: T.ThreadEventsListResponse },
+  "thread/search": { params: F.ThreadSearchParams, result: F.ThreadSearchResponse },
   "thread/fork": { params: T.ThreadForkParams, result: T.ThreadForkResponse },
   "thread/rollback": { params: T.ThreadRollbackParams, result: T.ThreadRollbackResponse },
   "thread/compact/start": { params: T.ThreadCompactStartParams, result: T.ThreadCompactStartResponse },

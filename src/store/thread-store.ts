@@ -3,6 +3,7 @@ import type { JSONValue, Sql, TransactionSql } from "postgres";
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
 import { withoutNul } from "./text.js";
+import { searchFilter, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
 
 export type Queryable = Sql | TransactionSql;
 
@@ -38,6 +39,19 @@ export interface ThreadListPage {
   backwards: ThreadCursor | null;
 }
 
+export interface ThreadSearchQuery {
+  query: string;
+  limit: number;
+  /** Keyset position (updated_at_ms, id) of the previous page's last row. */
+  cursor: { value: number; id: string } | null;
+  archived: boolean;
+}
+
+export interface ThreadSearchPage {
+  rows: { record: ThreadRecord; snippet: SearchSnippet | null }[];
+  next: { value: number; id: string } | null;
+}
+
 type ThreadPatch = Partial<
   Pick<
     ThreadRecord,
@@ -58,8 +72,6 @@ type ThreadPatch = Partial<
 >;
 
 const json = (sql: Queryable, v: unknown) => sql.json(withoutNul(v) as JSONValue);
-/** Escapes LIKE wildcards so a search term matches literally. */
-const likeLiteral = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 export class ThreadStore {
   constructor(readonly sql: Sql) {}
@@ -182,9 +194,8 @@ export class ThreadStore {
           : sql`and (${col}, id) > (${c.value}, ${c.id})`
       : sql``;
     const order = desc ? sql`order by ${col} desc, id desc` : sql`order by ${col} asc, id asc`;
-    const search = query.searchTerm
-      ? sql`and (name ilike ${"%" + likeLiteral(query.searchTerm) + "%"} or preview ilike ${"%" + likeLiteral(query.searchTerm) + "%"})`
-      : sql``;
+    // Substring of name/preview (Codex's semantics) or a phrase in any message: thread-search.ts.
+    const search = query.searchTerm ? (await searchFilter(sql, { kind: "substring", term: query.searchTerm })).where : sql``;
     const rows = await sql<ThreadRecord[]>`
       select * from threads
       where archived = ${query.archived} and not ephemeral
@@ -210,6 +221,31 @@ export class ThreadStore {
       rows: page,
       next: more ? pos(page[page.length - 1]!) : null,
       backwards: page.length ? pos(page[0]!, true) : null,
+    };
+  }
+
+  /**
+   * thread/search: threads whose name, preview or user/agent messages match `query` (web-search
+   * syntax, whole words), newest activity first, each with a snippet of where it matched.
+   */
+  async searchThreads(query: ThreadSearchQuery): Promise<ThreadSearchPage> {
+    const sql = this.sql;
+    const match: SearchMatch = { kind: "words", query: query.query };
+    const c = query.cursor;
+    const rows = await sql<ThreadRecord[]>`
+      select * from threads
+      where archived = ${query.archived} and not ephemeral
+        ${(await searchFilter(sql, match)).where}
+        ${c ? sql`and (updated_at_ms, id) < (${c.value}, ${c.id})` : sql``}
+      order by updated_at_ms desc, id desc
+      limit ${query.limit + 1}`;
+    const more = rows.length > query.limit;
+    const page = more ? rows.slice(0, query.limit) : [...rows];
+    const snippets = await snippetsFor(sql, match, page.map((r) => r.id));
+    const last = page[page.length - 1];
+    return {
+      rows: page.map((r) => ({ record: r, snippet: snippets.get(r.id) ?? null })),
+      next: more && last ? { value: last.updatedAtMs, id: last.id } : null,
     };
   }
 

@@ -10,6 +10,17 @@ import { invalidParams, invalidRequest, RpcError } from "../errors.js";
 import { PermissionsError, resolveSandbox } from "../../runtime/permissions.js";
 import { CursorError } from "../../runtime/turn-pages.js";
 import { threadSourceFor } from "../../runtime/thread-source.js";
+import { threadView } from "../../runtime/thread-view.js";
+
+function decodeSearchCursor(text: string): { value: number; id: string } | null {
+  try {
+    const c = (JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as { search?: { value: unknown; id: unknown } }).search;
+    if (c && Number.isSafeInteger(c.value) && typeof c.id === "string") return { value: c.value as number, id: c.id };
+  } catch {
+    /* fall through */
+  }
+  return null;
+}
 
 /** Unknown thread ids are answered with -32600 and a message naming the id. */
 export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
@@ -160,6 +171,23 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
       return { data, nextAfterSeq: data.length === p.limit ? data[data.length - 1]!.seq : null };
     }),
   );
+
+  // Our extension: full-text search with snippets (src/store/thread-search.ts).
+  conn.handle("thread/search", async (p) => {
+    const cursor = p.cursor ? decodeSearchCursor(p.cursor) : null;
+    if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/search");
+    const page = await runtime.store.searchThreads({ query: p.query, limit: p.limit ?? 25, cursor, archived: p.archived ?? false });
+    const records = page.rows.map((r) => r.record);
+    const statuses = await runtime.statusesOf(records);
+    return {
+      data: page.rows.map(({ record, snippet }) => ({
+        // The row as stored, unless this process leases the thread (as thread/list does).
+        thread: threadView(runtime.loaded.get(record.id)?.lease ? runtime.loaded.get(record.id)!.record : record, statuses.get(record.id)!),
+        snippet,
+      })),
+      nextCursor: page.next ? Buffer.from(JSON.stringify({ search: page.next })).toString("base64url") : null,
+    };
+  });
 
   conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
 }

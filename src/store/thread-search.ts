@@ -1,0 +1,128 @@
+/**
+ * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql).
+ *
+ * Two ways to find "the newest threads that match", picked per query from how many rows match:
+ * - few hits (≤ HIT_LIMIT rows from the GIN indexes): fetch those thread ids, then sort just them;
+ *   a term that matches nothing costs two index probes;
+ * - many hits: walk the threads in listing order and test each one (name/preview, then its
+ *   messages), which stops after a page because matches are dense.
+ * Postgres alone picks badly here (a hashed subplan over every matching item, or a hash join that
+ * reads all threads), so the choice is made with the first query's row count.
+ */
+import type { PendingQuery, Row, Sql } from "postgres";
+
+/** Above this many matching rows (threads + messages) the walk is cheaper than sorting the hits. */
+export const HIT_LIMIT = 2000;
+
+/**
+ * `substring`: thread/list's searchTerm — Codex's case-insensitive substring match on name and
+ * preview, plus the term as a phrase of whole words in any user/agent message.
+ * `words`: thread/search's query — web-search syntax ("quoted phrase", or, -word) over words of
+ * the name, preview and messages.
+ */
+export type SearchMatch = { kind: "substring"; term: string } | { kind: "words"; query: string };
+
+type Fragment = PendingQuery<Row[]>;
+
+/** Escapes LIKE wildcards so a search term matches literally. */
+const likeLiteral = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+// The expressions below must stay textually identical to the index definitions of the migration,
+// or the planner cannot use the indexes.
+export function tsQuery(sql: Sql, m: SearchMatch): Fragment {
+  return m.kind === "substring" ? sql`phraseto_tsquery('simple'::regconfig, ${m.term})` : sql`websearch_to_tsquery('simple'::regconfig, ${m.query})`;
+}
+
+/** Threads whose own text matches (unqualified columns of `threads`); `indexed`: with the trigram prefilter. */
+export function threadCondition(sql: Sql, m: SearchMatch, indexed: boolean): Fragment {
+  if (m.kind === "words") return sql`to_tsvector('simple'::regconfig, thread_search_text(name, preview)) @@ ${tsQuery(sql, m)}`;
+  const like = "%" + likeLiteral(m.term) + "%";
+  const ilike = sql`(name ilike ${like} or preview ilike ${like})`;
+  // Shorter terms have no trigram: the index cannot narrow them (as with pg_trgm).
+  return indexed && m.term.length >= 3
+    ? sql`text_trigrams(lower(thread_search_text(name, preview))) @> text_trigrams(lower(${m.term})) and ${ilike}`
+    : ilike;
+}
+
+/** Message items that match, on a table aliased `alias`. */
+export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment {
+  const a = sql.unsafe(alias);
+  return sql`${a}.type in ('userMessage', 'agentMessage') and to_tsvector('simple'::regconfig, item_search_text(${a}.type, ${a}.payload)) @@ ${tsQuery(sql, m)}`;
+}
+
+/**
+ * The condition to add to a `select … from threads where …` (with `and`): either the ids of the
+ * few matching threads, or the per-row test.
+ */
+export async function searchFilter(sql: Sql, m: SearchMatch, hitLimit = HIT_LIMIT): Promise<{ where: Fragment }> {
+  // (Wrapped: a fragment is thenable, and an async function would run it as a query.)
+  const hits = await sql<{ id: string }[]>`
+    select id from threads where ${threadCondition(sql, m, true)}
+    union all
+    select i.thread_id as id from items i where ${itemCondition(sql, m, "i")}
+    limit ${hitLimit + 1}`;
+  if (hits.length <= hitLimit) {
+    if (hits.length === 0) return { where: sql`and false` };
+    const ids = [...new Set(hits.map((h) => h.id))];
+    return { where: sql`and id = any(${sql.array(ids)}::text[])` };
+  }
+  // `offset 0` keeps the subquery per row: otherwise Postgres hashes every matching item first.
+  return {
+    where: sql`and (${threadCondition(sql, m, false)} or exists (
+      select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0))`,
+  };
+}
+
+/** Snippet delimiters inside ts_headline output: control characters that stored text hardly has. */
+const START = "\u0002";
+const STOP = "\u0003";
+const HEADLINE = `StartSel=${START}, StopSel=${STOP}, MaxWords=24, MinWords=10`;
+
+export interface SearchSnippet {
+  text: string;
+  /** [start, end) UTF-16 offsets of the matched words in `text`. */
+  highlights: { start: number; end: number }[];
+  /** Where the snippet comes from: the thread's name/preview, or a message item. */
+  source: "thread" | "message";
+  itemId: string | null;
+}
+
+/** Turns ts_headline output with START/STOP markers into text plus ranges. */
+export function parseHeadline(marked: string): { text: string; highlights: { start: number; end: number }[] } {
+  let text = "";
+  const highlights: { start: number; end: number }[] = [];
+  let open = -1;
+  for (const ch of marked) {
+    if (ch === START) open = text.length;
+    else if (ch === STOP) {
+      if (open >= 0 && text.length > open) highlights.push({ start: open, end: text.length });
+      open = -1;
+    } else text += ch;
+  }
+  return { text, highlights };
+}
+
+/**
+ * One snippet per thread of a page: from the name/preview when they match, else from the
+ * newest matching message.
+ */
+export async function snippetsFor(sql: Sql, m: SearchMatch, threadIds: string[]): Promise<Map<string, SearchSnippet>> {
+  const out = new Map<string, SearchSnippet>();
+  if (threadIds.length === 0) return out;
+  const q = tsQuery(sql, m);
+  const own = await sql<{ id: string; h: string }[]>`
+    select id, ts_headline('simple'::regconfig, thread_search_text(name, preview), ${q}, ${HEADLINE}) as h
+    from threads where id = any(${sql.array(threadIds)}::text[]) and ${threadCondition(sql, m, false)}`;
+  for (const r of own) out.set(r.id, { ...parseHeadline(r.h), source: "thread", itemId: null });
+  const rest = threadIds.filter((id) => !out.has(id));
+  if (rest.length === 0) return out;
+  const msgs = await sql<{ threadId: string; id: string; h: string }[]>`
+    select thread_id, id, ts_headline('simple'::regconfig, item_search_text(type, payload), ${q}, ${HEADLINE}) as h
+    from (
+      select distinct on (i.thread_id) i.thread_id, i.id, i.type, i.payload from items i
+      where i.thread_id = any(${sql.array(rest)}::text[]) and ${itemCondition(sql, m, "i")}
+      order by i.thread_id, i.started_at_ms desc, i.ordinal desc
+    ) newest`;
+  for (const r of msgs) out.set(r.threadId, { ...parseHeadline(r.h), source: "message", itemId: r.id });
+  return out;
+}

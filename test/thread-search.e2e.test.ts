@@ -1,0 +1,144 @@
+/** Full-text search (migrations/004_full_text_search.sql): thread/search and thread/list searchTerm over messages. */
+import { describe, expect, it } from "vitest";
+import type { Sql } from "postgres";
+import { openDatabase } from "../src/store/database.js";
+import { searchFilter, type SearchMatch } from "../src/store/thread-search.js";
+import { BACKENDS, freshDatabase } from "./support/db.js";
+import { useTurnSession } from "./support/durability.js";
+
+type Thread = Record<string, any>;
+type SearchResult = { thread: Thread; snippet: { text: string; highlights: { start: number; end: number }[]; source: string; itemId: string | null } | null };
+
+describe.each(BACKENDS)("thread/search (%s)", (backend) => {
+  const { ctx, turn, read } = useTurnSession(backend);
+  const search = async (params: Record<string, unknown>): Promise<{ data: SearchResult[]; nextCursor: string | null }> =>
+    ctx.client.request("thread/search", params);
+  const start = async () => (await ctx.client.request("thread/start", {})).thread.id as string;
+  const highlighted = (r: SearchResult) => r.snippet!.highlights.map((h) => r.snippet!.text.slice(h.start, h.end));
+
+  it("finds threads by words of their messages, name and preview, newest first, with snippets", async () => {
+    const fruit = await start();
+    await turn(fruit, "tell me about the kumquat harvest", "Kumquats ripen in winter.");
+    const animal = await start();
+    await turn(animal, "which animal smiles", "The quokka is a small marsupial that looks like it smiles.");
+    const named = await start();
+    await ctx.client.request("thread/name/set", { threadId: named, name: "Kumquat recipes" });
+    const other = await start();
+    await turn(other, "nothing to see", "indeed nothing");
+
+    const kumquat = await search({ query: "kumquat" });
+    expect(kumquat.data.map((r) => r.thread.id)).toEqual([named, fruit]); // newest activity first
+    expect(kumquat.data[0]!.snippet).toMatchObject({ source: "thread", itemId: null });
+    expect(highlighted(kumquat.data[0]!)).toEqual(["Kumquat"]);
+    expect(kumquat.nextCursor).toBeNull();
+
+    // A word only the agent said: the snippet comes from that message, with the match marked.
+    const [hit, ...none] = (await search({ query: "QUOKKA" })).data;
+    expect(none).toEqual([]);
+    expect(hit!.thread.id).toBe(animal);
+    const agentItem = (await read(animal)).turns[0].items.find((i: Thread) => i.type === "agentMessage");
+    expect(hit!.snippet).toMatchObject({ source: "message", itemId: agentItem.id });
+    expect(hit!.snippet!.text).toContain("quokka is a small marsupial");
+    expect(highlighted(hit!)).toEqual(["quokka"]);
+
+    // Web-search syntax: exclusion, or, quoted phrases.
+    expect((await search({ query: "kumquat -recipes" })).data.map((r) => r.thread.id)).toEqual([fruit]);
+    expect((await search({ query: "quokka or recipes" })).data.map((r) => r.thread.id)).toEqual([named, animal]);
+    expect((await search({ query: '"small marsupial"' })).data.map((r) => r.thread.id)).toEqual([animal]);
+    expect((await search({ query: '"marsupial small"' })).data).toEqual([]);
+    // No words at all, or words nobody wrote: nothing, not an error.
+    expect((await search({ query: "!!! ..." })).data).toEqual([]);
+    expect((await search({ query: "zebra" })).data).toEqual([]);
+    // Whole words, not substrings.
+    expect((await search({ query: "quokk" })).data).toEqual([]);
+
+    // thread/list searchTerm: substrings of name/preview as before, plus phrases in messages.
+    const list = async (searchTerm: string) => (await ctx.client.request("thread/list", { searchTerm })).data.map((t: Thread) => t.id);
+    expect(await list("marsupial")).toEqual([animal]);
+    expect(await list("small marsupial")).toEqual([animal]);
+    expect(await list("marsupial small")).toEqual([]);
+    expect((await list("umqua")).sort()).toEqual([named, fruit].sort()); // substring of the name, and of the preview
+    expect(await list("Ripen")).toEqual([fruit]);
+  });
+
+  it("pages with nextCursor and keeps archived threads apart", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = await start();
+      await turn(id, `pangolin number ${i}`);
+      ids.push(id);
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    for (let guard = 0; guard < 10; guard++) {
+      const page: { data: SearchResult[]; nextCursor: string | null } = await search({ query: "pangolin", limit: 2, cursor });
+      expect(page.data.length).toBeLessThanOrEqual(2);
+      seen.push(...page.data.map((r) => r.thread.id));
+      cursor = page.nextCursor;
+      if (!cursor) break;
+    }
+    expect(seen).toEqual([...ids].reverse());
+
+    await ctx.client.request("thread/archive", { threadId: ids[0] });
+    expect((await search({ query: "pangolin" })).data.map((r) => r.thread.id)).toEqual(ids.slice(1).reverse());
+    expect((await search({ query: "pangolin", archived: true })).data.map((r) => r.thread.id)).toEqual([ids[0]]);
+
+    await expect(search({ query: "pangolin", cursor: "not-a-cursor" })).rejects.toMatchObject({ code: -32602 });
+  });
+});
+
+describe.each(BACKENDS)("search strategies (%s)", (backend) => {
+  it("the few-hits path (ids first) and the many-hits path (walk) find the same threads", async () => {
+    const test = await freshDatabase(backend);
+    const db = await openDatabase({ ...test.options });
+    try {
+      const sql = db.sql as Sql;
+      await seed(sql);
+      const matches: SearchMatch[] = [
+        { kind: "substring", term: "websocket" },
+        { kind: "substring", term: "ock" },
+        { kind: "substring", term: "%" },
+        { kind: "substring", term: "deadlock" },
+        { kind: "substring", term: "shared buffer" },
+        { kind: "substring", term: "nothing-like-this" },
+        { kind: "words", query: "deadlock" },
+        { kind: "words", query: "websocket or timeout" },
+        { kind: "words", query: "parser -deadlock" },
+        { kind: "words", query: "zebra" },
+      ];
+      for (const m of matches) {
+        const run = async (hitLimit: number) => {
+          const f = await searchFilter(sql, m, hitLimit);
+          return (await sql<{ id: string }[]>`select id from threads where true ${f.where} order by id`).map((r) => r.id);
+        };
+        const few = await run(1_000_000);
+        const many = await run(0);
+        expect(many, JSON.stringify(m)).toEqual(few);
+      }
+      // And the cases are not vacuous: some match, some do not.
+      expect((await sql`select id from threads where true ${(await searchFilter(sql, matches[0]!)).where}`).length).toBe(10);
+      expect((await sql`select id from threads where true ${(await searchFilter(sql, matches[3]!)).where}`).length).toBe(15);
+    } finally {
+      await db.close();
+      await test.cleanup();
+    }
+  });
+});
+
+/** 30 threads (1 in 3 with "websocket" in the preview), each with a user and an agent message. */
+async function seed(sql: Sql): Promise<void> {
+  await sql.unsafe(`
+    insert into threads (id, session_id, name, preview, model_provider, model, cwd, approval_policy, sandbox, cli_version, source, created_at_ms, updated_at_ms)
+    select 't' || g, 's', case when g % 5 = 0 then 'name 100% ' || g end, case when g % 3 = 0 then 'fix the websocket ' || g else 'other ' || g end,
+      'openai', 'm', '/', '"never"', 'read-only', '0', 'vscode', g, g
+    from generate_series(1, 30) g;
+    insert into turns (id, thread_id, ordinal, status, started_at_ms) select 'u' || g, 't' || g, 0, 'completed', g from generate_series(1, 30) g;
+    insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+    select 'iu' || g, 't' || g, 'u' || g, 0, 'userMessage', 'completed',
+      jsonb_build_object('type', 'userMessage', 'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', case when g % 2 = 0 then 'the parser has a deadlock' else 'the lexer times out' end))), g
+    from generate_series(1, 30) g
+    union all
+    select 'ia' || g, 't' || g, 'u' || g, 1, 'agentMessage', 'completed',
+      jsonb_build_object('type', 'agentMessage', 'text', case when g % 7 = 0 then 'a timeout in the shared buffer' else 'fixed it' end), g
+    from generate_series(1, 30) g`);
+}
