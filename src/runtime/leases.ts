@@ -48,29 +48,57 @@ export class LeaseManager {
   readonly processId = randomUUID();
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private lastHeartbeat = Date.now();
+  /** Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases. */
+  private readonly every: number;
 
   constructor(
     readonly store: LeaseStore,
     readonly opts: LeaseOptions,
     private readonly log: RuntimeLogger,
-  ) {}
+  ) {
+    this.every = Math.max(100, Math.floor(opts.ttlMs / 3));
+  }
 
   async start(): Promise<void> {
     await this.store.register(this.processId, this.opts.nodeId, this.opts.ttlMs);
     this.lastHeartbeat = Date.now();
-    // Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases.
-    const every = Math.max(100, Math.floor(this.opts.ttlMs / 3));
-    this.heartbeatTimer = setInterval(() => void this.beat(), every);
+    this.heartbeatTimer = setInterval(() => void this.beat(), this.every);
     this.heartbeatTimer.unref();
   }
 
   private async beat(): Promise<void> {
     try {
       await this.store.heartbeat(this.processId, this.opts.ttlMs);
-      this.lastHeartbeat = Date.now();
+      const now = Date.now();
+      // A beat after a gap (failed beats, or one that hung across an outage): healthy from now.
+      if (now - this.lastHeartbeat > 2 * this.every) this.healthySince = now;
+      this.lastHeartbeat = now;
     } catch (err) {
+      this.noteOutage();
       this.log.warn({ err, sinceLastMs: Date.now() - this.lastHeartbeat }, "heartbeat failed");
     }
+  }
+
+  /** Since when heartbeats have succeeded without a gap (0: since start-up). */
+  private healthySince = 0;
+
+  /** A query of this process failed on the database: its view of others' leases is stale. */
+  noteOutage(): void {
+    this.healthySince = Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * Whether expired leases now mean dead owners. Not while, nor for one TTL after, this process
+   * was itself cut off from the database: every process was then unable to heartbeat, so their
+   * leases read expired though they live (and a turn whose end waits to be recorded,
+   * unrecorded.ts, would be closed under its owner). After two TTLs of heartbeats since
+   * reconnecting, the live ones have renewed. The sweeper asks before and after each query that could have
+   * hung across an outage.
+   */
+  judgesOthers(): boolean {
+    const now = Date.now();
+    // Two TTLs, not one: a peer's reconnect can lag ours by its pool's backoff (database.ts).
+    return now - this.lastHeartbeat <= 2 * this.every && now - this.healthySince >= 2 * this.opts.ttlMs;
   }
 
   async stop(): Promise<void> {

@@ -27,6 +27,11 @@ export class SeqCounter {
     return this.nextSeq - 1;
   }
 
+  /** The highest number covered by the reservation asked for (persisted or not yet). */
+  get reservedUpTo(): number {
+    return this.reserved;
+  }
+
   next(): number {
     return this.nextSeq++;
   }

@@ -10,6 +10,9 @@ import type { LeaseManager } from "./leases.js";
 import { recoverThread, type RestorableTurn } from "./recovery.js";
 import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
 
+/** The sweeper stopped judging others' leases mid-pass (leases.ts judgesOthers). */
+class SweepDeferred extends Error {}
+
 export class Sweeper {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
@@ -37,12 +40,30 @@ export class Sweeper {
   }
 
   private async pass(): Promise<void> {
+    try {
+      await this.passOnce();
+    } catch (err) {
+      if (!(err instanceof SweepDeferred)) throw err;
+    }
+  }
+
+  private async passOnce(): Promise<void> {
     const store = this.runtime.store;
-    for (const threadId of await this.leases.store.orphanedThreads()) {
+    if (!this.leases.judgesOthers()) return; // just back from a database outage (leases.ts)
+    let orphaned: string[];
+    try {
+      orphaned = await this.leases.store.orphanedThreads();
+    } catch (err) {
+      this.leases.noteOutage();
+      throw err;
+    }
+    for (const threadId of orphaned) {
+      if (!this.leases.judgesOthers()) return; // the list may predate an outage it hung across
       let outcome: { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null = null;
       await store.transaction(async (tx) => {
         const claim = await this.leases.store.claimOrphan(tx, threadId, this.leases.processId);
         if (!claim) return; // another process is on it, or its owner came back
+        if (!this.leases.judgesOthers()) throw new SweepDeferred(); // rolled back: not now
         const r = await recoverThread(store, tx, threadId, claim.seqReserved, this.log);
         // Closed turns leave the thread free; a restored one keeps running here, under this lease.
         if (!r.restorable) await tx`update threads set owner_id = null where id = ${threadId}`;

@@ -20,6 +20,7 @@ import type { ClusterLinks } from "./cluster.js";
 import { LeaseLostError } from "./leases.js";
 import { sandboxModeOf } from "./settings.js";
 import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
+import type { UnrecordedEnds } from "./unrecorded.js";
 import { settingsResponse, threadView } from "./thread-view.js";
 
 export interface Subscriber extends RequestingSubscriber {
@@ -154,6 +155,8 @@ export class ThreadRuntime {
   onCommit?: (seconds: number) => void;
   /** Leases, fan-out and remote commands (set by the server; see cluster.ts). */
   cluster: ClusterLinks | null = null;
+  /** Turn endings told to clients while the database was away, recorded when it is back (unrecorded.ts). */
+  unrecorded: UnrecordedEnds | null = null;
 
   constructor(
     readonly store: ThreadStore,
@@ -252,12 +255,13 @@ export class ThreadRuntime {
 
   /** Gives the lease back once nothing runs on the thread (after the pending steps). */
   releaseIfIdle(thread: LoadedThread): void {
-    if (!this.cluster || !thread.lease) return;
+    // Kept while the thread's last ending is unrecorded: its stored turn still reads inProgress.
+    if (!this.cluster || !thread.lease || this.unrecorded?.has(thread.id)) return;
     void thread
       .enqueue(async () => {
         const lease = thread.lease;
         // Only as the last step, with no turn: a later commit stamped under this lease still needs it.
-        if (!lease || thread.activeTurn !== null || thread.queued > 1 || thread.claiming) return;
+        if (!lease || thread.activeTurn !== null || thread.queued > 1 || thread.claiming || this.unrecorded?.has(thread.id)) return;
         thread.lease = null;
         await this.cluster!.leases.release(thread.id, lease.epoch);
       })
@@ -275,7 +279,7 @@ export class ThreadRuntime {
   }
 
   /** Publishes a notification that is not stored (deltas), in order with recorded ones. */
-  publishLive(thread: LoadedThread, method: ServerNotificationMethod, params: Record<string, unknown>): void {
+  publishLive(thread: LoadedThread, method: ServerNotificationMethod, params: Record<string, unknown>): StoredEvent {
     const seq = thread.seq.next();
     const reservation = thread.seq.reservationNeeded();
     if (reservation !== null) {
@@ -297,6 +301,7 @@ export class ThreadRuntime {
     };
     if (thread.idle) send();
     else void thread.enqueue(async () => send());
+    return { seq, method, params: body, emittedAtMs };
   }
 
   /** Sends to this process's subscribers (events of this process, or relayed from another). */
@@ -588,6 +593,7 @@ export class ThreadRuntime {
   /** Unloads a thread nobody watches and nothing runs on (called again when its turn ends). */
   maybeUnload(thread: LoadedThread): void {
     if (thread.subscribers.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
+    if (this.unrecorded?.has(thread.id)) return; // its seq counter is the only exact one until then
     this.loaded.delete(thread.id);
     this.cluster?.unfollow(thread);
     this.releaseIfIdle(thread);

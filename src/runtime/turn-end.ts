@@ -99,6 +99,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   thread.activeTurn = null;
   thread.status = threadStatus;
   thread.record = { ...thread.record, systemError, updatedAtMs: now };
+  const epoch = thread.lease?.epoch ?? null;
   try {
     await runtime.commit(thread, events, async (tx) => {
       await turns.finishTurn(tx, turn.id, record);
@@ -108,9 +109,16 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
     // Another process took the thread over (fencing): it records how the turn ended, not us.
     if (err instanceof LeaseLostError) log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: its thread's lease was lost");
     else {
-      // The record could not be written; clients must still learn the turn ended (DESIGN.md §3.9).
+      // The record could not be written (the database is away); clients must still learn the
+      // turn ended (DESIGN.md §3.9), items included, and the store must say the same once it is
+      // back: what is told here is kept and recorded then (unrecorded.ts).
       log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
-      for (const e of events) runtime.publishLive(thread, e.method, e.params);
+      const items = [...turn.unrecorded.values()];
+      const told = items.map((item) =>
+        runtime.publishLive(thread, "item/completed", { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now }),
+      );
+      for (const e of events) told.push(runtime.publishLive(thread, e.method, e.params));
+      runtime.unrecorded?.add(thread, { record, systemError, items, events: told, epoch });
     }
   }
   if (deps.hooks) {

@@ -45,6 +45,7 @@ import { TurnStream } from "./turn-stream.js";
 import { turnView } from "./turn-view.js";
 import { previewOf, toUserMessage } from "./user-input.js";
 import { SeqCounter } from "./seq.js";
+import { UnrecordedEnds } from "./unrecorded.js";
 
 export { OverloadedError, TurnRequestError } from "./turn-errors.js";
 export { turnView } from "./turn-view.js";
@@ -78,6 +79,7 @@ export class TurnRunner {
     this.recorder = new ItemRecorder(this.deps);
     this.stream = new TurnStream(this.deps, this.recorder);
     this.compactor = new Compactor(this.deps, this.recorder);
+    runtime.unrecorded ??= new UnrecordedEnds(runtime, turns, log);
   }
 
   /** The user's configured hooks (listed by hooks/list), or null when none are configured. */
@@ -118,6 +120,7 @@ export class TurnRunner {
   async start(p: TurnStartParams, requester: Subscriber, responded: Promise<void>): Promise<{ turn: Turn }> {
     const { runtime, turns, historyLog, settings } = this.deps;
     const thread = await runtime.load(p.threadId);
+    runtime.unrecorded?.assertRecorded(thread.id); // the store must say what clients were told first
     if (p.clientUserMessageId) {
       const same = await turns.findTurnByClientMessageId(thread.id, p.clientUserMessageId);
       if (same) {
@@ -332,6 +335,7 @@ export class TurnRunner {
   async compactThread(threadId: string, requester: Subscriber): Promise<void> {
     const { runtime, turns, historyLog } = this.deps;
     const thread = await runtime.load(threadId);
+    runtime.unrecorded?.assertRecorded(thread.id);
     if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
     const release = this.reserveSlot(); // before any await (bursts)
     const now = Date.now();

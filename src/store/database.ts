@@ -60,6 +60,11 @@ async function openPostgres(url: string, opts: OpenDatabaseOptions): Promise<Dat
   }
   const sql = postgres(url, {
     max: opts.maxConnections ?? 10,
+    // postgres.js waits 3^retries/100 s (up to 20 s) between reconnects, counted over the whole
+    // pool: after a short outage every query (heartbeats included) then hung for up to 20 s past
+    // the database's return, long enough for other processes to judge this one dead. Retry
+    // at most every second instead (issue 12, Postgres outages).
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     ...quiet,
     types,
     connection: opts.schema ? { search_path: opts.schema } : {},

@@ -1,0 +1,141 @@
+/**
+ * Turn endings clients were told about but the database did not take (issue 12, Postgres outages).
+ *
+ * When the end of a turn cannot be committed (the database is away), clients are still told how
+ * it ended (DESIGN.md §3.9): the completions of its open items and the terminal events go out
+ * live, with the seqs they would have had in the log. This module keeps exactly what was told —
+ * the turn record, the item payloads and the stamped events — and records it once the database
+ * answers again, under the lease the turn ran with, so afterwards the store says what clients were
+ * told: the turn is `failed` (not `inProgress`), the thread `systemError`, no item stuck, and a
+ * client resuming by `afterSeq` replays the same events it saw live.
+ *
+ * Until then the thread's state in the store is not the one clients know: no new turn starts on
+ * it (ThreadStateUnrecordedError), the lease is kept (another process must not take a thread
+ * whose last turn still reads `inProgress`), and the thread stays loaded (its in-memory seq
+ * counter is above every number handed out; the stored reservation may not be).
+ */
+import type { ThreadItem } from "../protocol/items.js";
+import type { StoredEvent, TurnRecord } from "../store/records.js";
+import type { TurnStore } from "../store/turn-store.js";
+import { LeaseLostError } from "./leases.js";
+import { TurnRequestError } from "./turn-errors.js";
+import type { LoadedThread, RuntimeLogger, ThreadRuntime } from "./threads.js";
+
+/** Default for APP_SERVER_RECORD_RETRY_MS: how often an unrecorded ending is tried again. */
+export const DEFAULT_RECORD_RETRY_MS = 500;
+
+export interface UnrecordedEnd {
+  record: TurnRecord;
+  systemError: boolean;
+  /** Completions of items whose own record failed (a command that ran, a closed message). */
+  items: ThreadItem[];
+  /** The events exactly as published (seq, params, emittedAtMs). */
+  events: StoredEvent[];
+  /** The lease the turn ran under (null: no leases, e.g. a unit test runtime). */
+  epoch: number | null;
+}
+
+/** turn/start (or compact) on a thread whose last ending is not recorded yet. */
+export class ThreadStateUnrecordedError extends TurnRequestError {
+  constructor(threadId: string, turnId: string) {
+    super(
+      `thread ${threadId}: the end of turn ${turnId} is not recorded yet (the database was unavailable); ` +
+        `new turns are refused until it is — retry when the database is back`,
+    );
+    this.name = "ThreadStateUnrecordedError";
+  }
+}
+
+export class UnrecordedEnds {
+  private readonly pending = new Map<string, { thread: LoadedThread; end: UnrecordedEnd }>();
+  private timer: NodeJS.Timeout | null = null;
+  private attempting: Promise<void> | null = null;
+
+  constructor(
+    private readonly runtime: ThreadRuntime,
+    private readonly turns: TurnStore,
+    private readonly log: RuntimeLogger,
+    private readonly retryMs = DEFAULT_RECORD_RETRY_MS,
+  ) {}
+
+  has(threadId: string): boolean {
+    return this.pending.has(threadId);
+  }
+
+  /** Refuses new work on a thread whose stored state is not the one its clients were told. */
+  assertRecorded(threadId: string): void {
+    const p = this.pending.get(threadId);
+    if (p) throw new ThreadStateUnrecordedError(threadId, p.end.record.id);
+  }
+
+  add(thread: LoadedThread, end: UnrecordedEnd): void {
+    this.pending.set(thread.id, { thread, end });
+    this.log.warn({ threadId: thread.id, turnId: end.record.id, events: end.events.length }, "the end of a turn is kept until the database takes it");
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.pending.size === 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.attemptAll().finally(() => this.schedule());
+    }, this.retryMs);
+    this.timer.unref();
+  }
+
+  /** One pass over every pending ending (passes never overlap). */
+  attemptAll(): Promise<void> {
+    return (this.attempting ??= (async () => {
+      for (const [threadId, { thread, end }] of [...this.pending]) {
+        try {
+          // In the thread's pipeline: after anything queued before, before anything queued after.
+          await thread.enqueue(() => this.record(thread, end));
+          this.pending.delete(threadId);
+          this.log.info({ threadId, turnId: end.record.id }, "recorded the end of a turn after the database came back");
+          this.afterRecorded(thread, end);
+        } catch (err) {
+          if (err instanceof LeaseLostError) {
+            // Another process swept the thread (this one was cut off longer than the lease TTL):
+            // it recorded an ending of its own; ours cannot be written any more.
+            this.pending.delete(threadId);
+            this.log.warn({ threadId, turnId: end.record.id }, "the end of a turn could not be recorded: the thread's lease was taken over meanwhile");
+            this.afterRecorded(thread, end);
+          }
+          // Otherwise the database is still away: the next pass tries again.
+        }
+      }
+    })().finally(() => (this.attempting = null)));
+  }
+
+  private async record(thread: LoadedThread, end: UnrecordedEnd): Promise<void> {
+    const { store, cluster } = this.runtime;
+    const lastSeq = end.events.length ? end.events[end.events.length - 1]!.seq : 0;
+    // Above every number handed out meanwhile (deltas too), not only the recorded ones.
+    const seqUpTo = Math.max(lastSeq, thread.seq.reservedUpTo);
+    await store.transaction(async (tx) => {
+      if (cluster && end.epoch !== null) await cluster.leases.fence(tx, thread.id, end.epoch, seqUpTo);
+      else await store.reserveSeq(tx, thread.id, seqUpTo);
+      for (const item of end.items) {
+        await this.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? end.record.completedAtMs!);
+      }
+      await this.turns.finishTurn(tx, end.record.id, end.record);
+      await store.updateThread(tx, thread.id, { systemError: end.systemError, updatedAtMs: end.record.completedAtMs! });
+      await store.insertEvents(tx, thread.id, end.events);
+    });
+  }
+
+  private afterRecorded(thread: LoadedThread, end: UnrecordedEnd): void {
+    // The history written during the outage may be partial: reload it from the store.
+    thread.entries = null;
+    thread.history = null;
+    const last = end.events[end.events.length - 1];
+    if (last) this.runtime.cluster?.fanout?.committed(thread.id, last.seq); // other processes' clients
+    this.runtime.releaseIfIdle(thread);
+    this.runtime.maybeUnload(thread);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
