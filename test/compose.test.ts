@@ -163,9 +163,36 @@ describe("docker-compose.yml", () => {
   it("publishes the WebSocket port on the host's loopback interface only", () => {
     expect(app.ports).toHaveLength(1);
     const [mapping] = interpolateTree(app.ports, sampleEnv()) as string[];
-    expect(mapping).toBe("127.0.0.1:4500:4500");
+    expect(mapping).toBe("127.0.0.1:4500-4501:4500");
     const withPort = interpolateTree(app.ports, { ...sampleEnv(), APP_SERVER_PORT: "8080" }) as string[];
     expect(withPort).toEqual(["127.0.0.1:8080:4500"]);
+  });
+
+  /** Host ports a `ports:` entry offers ("ip:4500-4501:4500" → [4500, 4501]). */
+  const hostPorts = (mapping: string): number[] => {
+    const m = /^127\.0\.0\.1:(\d+)(?:-(\d+))?:4500$/.exec(mapping);
+    if (!m) throw new Error(`unexpected port mapping ${mapping}`);
+    const [from, to] = [Number(m[1]), Number(m[2] ?? m[1])];
+    return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  };
+
+  it("scales to two replicas on the one Postgres (docker compose up --scale app-server=2)", () => {
+    // Compose refuses --scale for a service with a container_name, and a fixed host port can be
+    // bound by one container only: each replica needs a host port of its own.
+    expect(app.container_name).toBeUndefined();
+    expect(app.hostname).toBeUndefined();
+    for (const env of [{ ...SAMPLE_SECRETS }, sampleEnv()] as Env[]) {
+      const [mapping] = interpolateTree(app.ports, env) as string[];
+      const ports = hostPorts(mapping!);
+      expect(ports.length, `host ports for two replicas in ${mapping}`).toBeGreaterThanOrEqual(2);
+      expect(ports[0]).toBe(4500); // the first replica where a single one always was
+    }
+    // Wider ranges for more replicas; one fixed port is still accepted (one replica only).
+    expect(hostPorts((interpolateTree(app.ports, { ...sampleEnv(), APP_SERVER_PORT: "4500-4503" }) as string[])[0]!)).toHaveLength(4);
+    // Both replicas reach the same database through the compose network (not a per-replica one).
+    expect(new URL(interpolate(envMap(app.environment).DATABASE_URL!, sampleEnv())).hostname).toBe("postgres");
+    // The header comment says how.
+    expect(composeText).toMatch(/--scale app-server=2/);
   });
 
   it("wires DATABASE_URL to the postgres service with the credentials postgres is started with", () => {
