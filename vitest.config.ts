@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
 import { bwrapArgs } from "./src/sandbox/bwrap.js";
@@ -26,9 +27,24 @@ function sandboxExclusions(): string[] {
   return files;
 }
 
+/**
+ * Everything a run puts in the temporary directory goes under one directory of its own, removed
+ * by the global teardown (test/support/global-setup.ts): set before the workers are forked, so
+ * they and every process they start inherit it.
+ */
+function runTmpdir(): string {
+  if (process.env.AAS_TEST_RUN_TMPDIR) return process.env.AAS_TEST_RUN_TMPDIR;
+  const dir = mkdtempSync(path.join(os.tmpdir(), "aas-test-run-"));
+  process.env.AAS_TEST_RUN_TMPDIR = dir;
+  process.env.TMPDIR = dir;
+  return dir;
+}
+runTmpdir();
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/global-setup.ts"],
     exclude: ["**/node_modules/**", ...sandboxExclusions()],
     // Generous: CI is a shared 2-core machine; no test asserts on time.
     testTimeout: 60_000,

@@ -140,14 +140,18 @@ describe.concurrent("app-server serve: configuration errors exit 2 with a clear 
   );
 
   it("refuses a --home that is a file, saying so (not EEXIST … mkdir)", async () => {
+    // Its own cleanup (not afterEach's: the tests of this block run concurrently).
     const dir = await mkdtemp(path.join(os.tmpdir(), "aas-cli-"));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const file = path.join(dir, "not-a-dir");
-    await writeFile(file, "x");
-    const p = await runCli(["serve", "--home", file]);
-    expect(p.exit).toEqual({ code: 2, signal: null });
-    expect(p.stderr).toContain(`app-server: --home ${file} is not a directory`);
-    expect(p.stderr).not.toMatch(/EEXIST|\n\s+at /);
+    try {
+      const file = path.join(dir, "not-a-dir");
+      await writeFile(file, "x");
+      const p = await runCli(["serve", "--home", file]);
+      expect(p.exit).toEqual({ code: 2, signal: null });
+      expect(p.stderr).toContain(`app-server: --home ${file} is not a directory`);
+      expect(p.stderr).not.toMatch(/EEXIST|\n\s+at /);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses a non-loopback address from APP_SERVER_LISTEN too", async () => {
