@@ -2,15 +2,20 @@
 #
 #   docker build -t agent-app-server .
 #   docker run --init --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-#     -p 127.0.0.1:4500:4500 -e APP_SERVER_AUTH_TOKEN=... -v aas-data:/data agent-app-server
+#     -p 127.0.0.1:4500:4500 -v "$PWD/secrets/app_server_token:/run/secrets/app_server_token:ro" \
+#     -e APP_SERVER_AUTH_TOKEN_FILE=/run/secrets/app_server_token -v aas-data:/data agent-app-server
 #
 # Inside the container the server listens on all interfaces (ws://0.0.0.0:4500), so it refuses to
-# start without authentication: set APP_SERVER_AUTH_TOKEN (at least 16 characters) or mount a token
-# file and set APP_SERVER_AUTH_TOKEN_FILE. Clients send `Authorization: Bearer <token>`.
+# start without authentication: mount a token file and set APP_SERVER_AUTH_TOKEN_FILE (or set
+# APP_SERVER_AUTH_TOKEN, at least 16 characters). Clients send `Authorization: Bearer <token>`.
+# Secret files: APP_SERVER_AUTH_TOKEN_FILE, DATABASE_URL_FILE or DATABASE_PASSWORD_FILE (put into
+# DATABASE_URL, URL-encoded), ANTHROPIC_API_KEY_FILE, OPENAI_API_KEY_FILE.
+#
+# Node.js: the current LTS line (24), pinned to a release; bump both FROM lines together.
 # docker-compose.yml next to this file runs it with Postgres; see README "Run with Docker".
 
 # ---- build: dev dependencies (TypeScript) and dist/ ----
-FROM node:20-slim AS build
+FROM node:24.11.1-slim AS build
 WORKDIR /app
 # Dependencies first, so the layer is reused while only the source changes. --ignore-scripts:
 # `prepare` would build before the source is copied; the build runs explicitly below.
@@ -21,7 +26,7 @@ COPY . .
 RUN npm run build && mkdir -p public
 
 # ---- runtime: production dependencies only, non-root ----
-FROM node:20-slim AS runtime
+FROM node:24.11.1-slim AS runtime
 ENV NODE_ENV=production \
     APP_SERVER_HOME=/data
 WORKDIR /app

@@ -1,7 +1,7 @@
 /** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, missingApiKeyWarning, resolveServeConfig } from "./config.js";
+import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingApiKeyWarning, resolveServeConfig } from "./config.js";
 import { createLogger, routeConsoleWarnings } from "./log.js";
 import { describeStartError } from "./start-error.js";
 import type { RunningServer } from "./server.js";
@@ -182,7 +182,9 @@ async function serve(args: string[]): Promise<number> {
   const log = createLogger();
   let config;
   try {
+    const keyFiles = loadApiKeyFiles(process.env);
     config = resolveServeConfig(args, process.env);
+    if (keyFiles.length > 0) config.secretFiles = [...(config.secretFiles ?? []), ...keyFiles];
   } catch (err) {
     const message = err instanceof ConfigError || err instanceof TypeError ? err.message : String(err);
     log.error({}, message);

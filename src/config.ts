@@ -53,6 +53,8 @@ export interface ServerConfig {
   allowedOrigins?: string[];
   /** The file the auth token came from (hidden from sandboxed commands). */
   authTokenFile?: string | null;
+  /** Other secret files the configuration was read from (hidden from sandboxed commands too). */
+  secretFiles?: string[];
   /** The bubblewrap binary for the command sandbox (default: `bwrap` on PATH). */
   bwrapPath?: string;
   /** The MCP server configuration file (default: `<home>/mcp.json` when it exists). */
@@ -137,6 +139,35 @@ function positiveInt(name: string, raw: string | undefined): number | undefined 
   return n;
 }
 
+/** A secret from a file (`NAME_FILE`, Docker/compose secrets), trimmed. */
+function readSecret(file: string, source: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(`cannot read ${source} ${file}: ${(err as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  const value = text.trim();
+  if (!value) throw new ConfigError(`${source} ${file} is empty`);
+  return value;
+}
+
+/**
+ * The model SDKs read their API keys from the environment: `ANTHROPIC_API_KEY_FILE` /
+ * `OPENAI_API_KEY_FILE` (secret files) fill in the variable when it is not set. Returns the
+ * files read (to hide them from sandboxed commands).
+ */
+export function loadApiKeyFiles(env: NodeJS.ProcessEnv): string[] {
+  const files: string[] = [];
+  for (const name of new Set(Object.values(API_KEY_VARIABLES))) {
+    const file = env[`${name}_FILE`];
+    if (!file || env[name]) continue;
+    env[name] = readSecret(file, `${name}_FILE`);
+    files.push(path.resolve(file));
+  }
+  return files;
+}
+
 function readToken(file: string): string {
   let text: string;
   try {
@@ -178,8 +209,22 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     homeStat = undefined; // created at start
   }
   if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
-  const databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
-  if (databaseUrl !== undefined) checkDatabaseUrl(databaseUrl, values["database-url"] !== undefined ? "--database-url" : "DATABASE_URL");
+  const secretFiles: string[] = [];
+  let databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
+  if (databaseUrl === undefined && env.DATABASE_URL_FILE) {
+    databaseUrl = readSecret(env.DATABASE_URL_FILE, "DATABASE_URL_FILE");
+    secretFiles.push(path.resolve(env.DATABASE_URL_FILE));
+  }
+  const urlSource = values["database-url"] !== undefined ? "--database-url" : env.DATABASE_URL ? "DATABASE_URL" : "DATABASE_URL_FILE";
+  if (databaseUrl !== undefined) checkDatabaseUrl(databaseUrl, urlSource);
+  if (env.DATABASE_PASSWORD_FILE) {
+    // The password goes into the URL here, percent-encoded: any characters work.
+    if (databaseUrl === undefined) throw new ConfigError("DATABASE_PASSWORD_FILE needs a database URL (--database-url or DATABASE_URL)");
+    const u = new URL(databaseUrl);
+    u.password = encodeURIComponent(readSecret(env.DATABASE_PASSWORD_FILE, "DATABASE_PASSWORD_FILE"));
+    databaseUrl = u.toString();
+    secretFiles.push(path.resolve(env.DATABASE_PASSWORD_FILE));
+  }
   const maxFrame = values["max-frame-bytes"] ?? env.APP_SERVER_MAX_FRAME_BYTES;
   const maxFrameBytes = maxFrame === undefined ? DEFAULT_MAX_FRAME_BYTES : Number(maxFrame);
   if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1024) throw new ConfigError(`invalid max frame size: ${maxFrame}`);
@@ -220,6 +265,7 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   for (const name of config.commandEnv) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(name)) throw new ConfigError(`invalid command environment name: ${name} (expected NAME or PREFIX*)`);
   }
+  if (secretFiles.length > 0) config.secretFiles = secretFiles;
   const tokenFile = values["auth-token-file"] ?? env.APP_SERVER_AUTH_TOKEN_FILE;
   if (tokenFile) {
     config.authToken = readToken(tokenFile);

@@ -123,12 +123,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // The input limit's default keeps an input's echo within 1 MiB frames (transport/frame-limits.ts).
   const limits: ServerLimits = { ...DEFAULT_LIMITS, maxInputBytes: DEFAULT_MAX_INPUT_BYTES, ...opts.limits };
   // Every command the model or a client runs goes through this runner (the OS sandbox seam).
-  // What it hides from sandboxed commands: this server's home (database files, tokens) and the token file.
+  // What it hides from sandboxed commands: this server's home (database files, tokens), the token file and other secret files.
   const commands = new CommandRunner({
     bwrapPath: opts.bwrapPath,
     envAllow: opts.commandEnv ?? [],
     set: opts.commandEnvironment,
-    hiddenPaths: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : [])],
+    hiddenPaths: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
   });
   // MCP servers: a configuration error stops the start (naming the file and the field); the
   // servers themselves connect in the background, so a slow one never delays readiness.

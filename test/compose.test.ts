@@ -4,11 +4,12 @@
  * `docker compose config` and a build. Compose's ${VAR} substitution is reproduced, and the
  * environment the container would get is fed to the server's own config resolution.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import { resolveServeConfig } from "../src/config.js";
+import { DEFAULT_MODELS, resolveServeConfig } from "../src/config.js";
 import { REPO_ROOT } from "./support/process.js";
 
 const read = (file: string) => readFileSync(path.join(REPO_ROOT, file), "utf8");
@@ -124,8 +125,8 @@ const envExample = read(".env.example");
 const stages = parseDockerfile(read("Dockerfile"));
 const runtime = stages.at(-1)!;
 
-/** What a user's .env would hold after following .env.example: the required secrets filled in. */
-const SAMPLE_SECRETS = { POSTGRES_PASSWORD: "0123456789abcdef0123", APP_SERVER_AUTH_TOKEN: "f".repeat(64) };
+/** .env holds no secrets any more (they are files): a user's .env is .env.example as is. */
+const SAMPLE_SECRETS: Env = {};
 const sampleEnv = (): Env => ({ ...parseEnvFile(envExample), ...SAMPLE_SECRETS });
 
 describe("docker-compose.yml", () => {
@@ -148,7 +149,11 @@ describe("docker-compose.yml", () => {
     expect(healthcheckCommand(postgres.healthcheck)).toMatch(/pg_isready/);
     expect(postgres.ports).toBeUndefined();
     const env = envMap(postgres.environment);
-    for (const name of ["POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"]) expect(env[name]).toMatch(new RegExp(`^\\$\\{${name}\\b`));
+    for (const name of ["POSTGRES_USER", "POSTGRES_DB"]) expect(env[name]).toMatch(new RegExp(`^\\$\\{${name}\\b`));
+    // The password comes from a compose secret (a file), not from the environment.
+    expect(env.POSTGRES_PASSWORD).toBeUndefined();
+    expect(env.POSTGRES_PASSWORD_FILE).toBe("/run/secrets/postgres_password");
+    expect(postgres.secrets).toContain("postgres_password");
   });
 
   it("builds app-server from this directory, starts it after postgres is healthy, restarts it unless stopped", () => {
@@ -195,56 +200,75 @@ describe("docker-compose.yml", () => {
     expect(composeText).toMatch(/--scale app-server=2/);
   });
 
-  it("wires DATABASE_URL to the postgres service with the credentials postgres is started with", () => {
-    expect(envMap(app.environment).DATABASE_URL).toMatch(/\$\{POSTGRES_PASSWORD/);
-    // Defaults on both sides must agree: only the required secrets set, and with everything set.
-    const custom = { ...SAMPLE_SECRETS, POSTGRES_USER: "alice", POSTGRES_DB: "agents" };
-    for (const env of [SAMPLE_SECRETS, sampleEnv(), custom] as Env[]) {
-      const resolved = interpolateTree(compose, env) as Record<string, any>;
+  it("gives app-server its own connection string and the password file postgres uses, and no POSTGRES_* variable", () => {
+    const env = envMap(app.environment);
+    expect(env.DATABASE_URL).not.toMatch(/PASSWORD/);
+    expect(env.DATABASE_PASSWORD_FILE).toBe(envMap(postgres.environment).POSTGRES_PASSWORD_FILE);
+    expect(app.secrets).toContain("postgres_password");
+    expect(Object.keys(env).filter((k) => k.startsWith("POSTGRES_"))).toEqual([]);
+    // Defaults on both sides must agree: with nothing set, and with everything set.
+    const custom = { ...sampleEnv(), POSTGRES_USER: "alice", POSTGRES_DB: "agents" };
+    for (const e of [{}, sampleEnv(), custom] as Env[]) {
+      const resolved = interpolateTree(compose, e) as Record<string, any>;
       const pg = envMap(resolved.services.postgres.environment);
       const url = new URL(envMap(resolved.services["app-server"].environment).DATABASE_URL!);
       expect(url.protocol).toBe("postgres:");
       expect(url.hostname).toBe("postgres");
-      expect(Object.keys(resolved.services)).toContain(url.hostname);
       expect(url.port).toBe("5432");
       expect(decodeURIComponent(url.username)).toBe(pg.POSTGRES_USER);
-      expect(decodeURIComponent(url.password)).toBe(pg.POSTGRES_PASSWORD);
+      expect(url.password).toBe("");
       expect(url.pathname).toBe(`/${pg.POSTGRES_DB}`);
-      expect(pg.POSTGRES_PASSWORD).toBe(SAMPLE_SECRETS.POSTGRES_PASSWORD);
     }
   });
 
-  it("takes the auth token and the model credentials from the env file; refuses to start without the secrets", () => {
+  it("takes the auth token from a secret file and passes no env_file to the container", () => {
     const env = envMap(app.environment);
-    expect(env.APP_SERVER_AUTH_TOKEN).toMatch(/^\$\{APP_SERVER_AUTH_TOKEN:\?/);
-    for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
+    expect(app.env_file).toBeUndefined();
+    expect(env.APP_SERVER_AUTH_TOKEN).toBeUndefined();
+    expect(env.APP_SERVER_AUTH_TOKEN_FILE).toBe("/run/secrets/app_server_token");
+    expect(app.secrets).toContain("app_server_token");
+    for (const name of ["ANTHROPIC_API_KEY_FILE", "OPENAI_API_KEY_FILE", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
       expect(env[name], name).toMatch(new RegExp(`^\\$\\{${name}\\b`));
-    const envFiles = [app.env_file].flat().map((f: string | { path: string }) => (typeof f === "string" ? f : f.path));
-    expect(envFiles).toContain(".env");
-    // .env.example copied as is: compose refuses (the ${VAR:?} checks), naming the missing secret.
-    expect(() => interpolateTree(compose, parseEnvFile(envExample))).toThrow(/POSTGRES_PASSWORD|APP_SERVER_AUTH_TOKEN/);
-    expect(() => interpolateTree(compose, { ...sampleEnv(), APP_SERVER_AUTH_TOKEN: "" })).toThrow(/APP_SERVER_AUTH_TOKEN/);
-    expect(() => interpolateTree(compose, { ...sampleEnv(), POSTGRES_PASSWORD: undefined })).toThrow(/POSTGRES_PASSWORD/);
+    for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) expect(env[name], name).toBeUndefined();
+    const secrets = interpolateTree(compose.secrets, {}) as Record<string, { file: string }>;
+    expect(secrets).toEqual({ postgres_password: { file: "./secrets/postgres_password" }, app_server_token: { file: "./secrets/app_server_token" } });
+    expect(read(".gitignore")).toMatch(/^secrets\/?$/m);
+    expect(read(".dockerignore")).toMatch(/^secrets\/?$/m);
   });
 
-  it("gives the container a configuration the server accepts: all interfaces, token set, Postgres, home on the volume", () => {
+  it("gives the container a configuration the server accepts: all interfaces, token file, Postgres with the URL-encoded password, home on the volume", () => {
     const resolved = interpolateTree(compose, sampleEnv()) as Record<string, any>;
     const service = resolved.services["app-server"];
-    // Precedence as in compose: image ENV < env_file < environment.
-    const imageEnv = Object.fromEntries(
-      argsOf(runtime, "ENV").flatMap((a) => [...a.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S+)/g)].map((m) => [m[1]!, m[2]!])),
-    );
-    const containerEnv = { ...imageEnv, ...parseEnvFile(envExample), ...SAMPLE_SECRETS, ...envMap(service.environment) };
-    const cmd = JSON.parse(argsOf(runtime, "CMD")[0]!) as string[];
-    const config = resolveServeConfig(cmd.slice(3), containerEnv);
-    expect(config.listen).toBe("ws://0.0.0.0:4500");
-    expect(config.home).toBe("/data");
-    expect(config.databaseUrl).toBe(`postgres://app:${SAMPLE_SECRETS.POSTGRES_PASSWORD}@postgres:5432/app`);
-    expect(config.modelProvider).toBe("openai");
-    expect(config.model).toBe("gpt-5");
-    // Without the token, listening on all interfaces is refused.
-    const { APP_SERVER_AUTH_TOKEN: _token, ...noToken } = containerEnv;
-    expect(() => resolveServeConfig(cmd.slice(3), noToken)).toThrow(/authentication|auth/i);
+    // The secret files as the container would see them (any characters in the password).
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-compose-"));
+    try {
+      const password = "p@ss:w/rd%#?& é";
+      writeFileSync(path.join(dir, "postgres_password"), `${password}\n`);
+      writeFileSync(path.join(dir, "app_server_token"), "f".repeat(64));
+      const inContainer = (v: string) => v.replace(/^\/run\/secrets\//, `${dir}/`);
+      // Precedence as in compose: image ENV < environment (there is no env_file).
+      const imageEnv = Object.fromEntries(
+        argsOf(runtime, "ENV").flatMap((a) => [...a.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S+)/g)].map((m) => [m[1]!, m[2]!])),
+      );
+      const containerEnv = Object.fromEntries(Object.entries({ ...imageEnv, ...envMap(service.environment) }).map(([k, v]) => [k, inContainer(v ?? "")]));
+      const cmd = JSON.parse(argsOf(runtime, "CMD")[0]!) as string[];
+      const config = resolveServeConfig(cmd.slice(3), containerEnv);
+      expect(config.listen).toBe("ws://0.0.0.0:4500");
+      expect(config.home).toBe("/data");
+      const url = new URL(config.databaseUrl!);
+      expect(`${url.protocol}//${url.username}@${url.host}${url.pathname}`).toBe("postgres://app@postgres:5432/app");
+      expect(decodeURIComponent(url.password)).toBe(password);
+      expect(config.authToken).toBe("f".repeat(64));
+      // Both files are hidden from the agent's sandboxed commands.
+      expect([config.authTokenFile, ...(config.secretFiles ?? [])].sort()).toEqual([path.join(dir, "app_server_token"), path.join(dir, "postgres_password")].sort());
+      expect(config.modelProvider).toBe("openai");
+      expect(config.model).toBe(DEFAULT_MODELS.openai);
+      // Without the token file, listening on all interfaces is refused.
+      const { APP_SERVER_AUTH_TOKEN_FILE: _token, ...noToken } = containerEnv;
+      expect(() => resolveServeConfig(cmd.slice(3), noToken)).toThrow(/authentication|auth/i);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -259,7 +283,7 @@ describe(".env.example", () => {
 
   it("documents every variable the compose file uses", () => {
     const used = referencedVariables(compose);
-    expect(used).toEqual(expect.arrayContaining(["POSTGRES_PASSWORD", "APP_SERVER_AUTH_TOKEN", "APP_SERVER_PORT"]));
+    expect(used).toEqual(expect.arrayContaining(["POSTGRES_PASSWORD_SECRET", "APP_SERVER_TOKEN_SECRET", "APP_SERVER_PORT"]));
     for (const name of used) expect(assignments.has(name), `${name} is not in .env.example`).toBe(true);
   });
 
@@ -281,17 +305,21 @@ describe(".env.example", () => {
     const required = [...new Set(strings(compose).flatMap((t) => [...t.matchAll(/\$\{([A-Z][A-Z0-9_]*):\?/g)].map((m) => m[1]!)))];
     for (const [name, value] of Object.entries(values)) {
       if (/KEY|TOKEN|PASSWORD|SECRET/.test(name)) expect(value, `${name} must be empty in the example`).toBe("");
-      if (value === "") expect(required.includes(name) || /_API_KEY$|_BASE_URL$/.test(name), `${name} is empty but optional`).toBe(true);
+      if (value === "") expect(required.includes(name) || /_API_KEY(_FILE)?$|_BASE_URL$/.test(name), `${name} is empty but optional`).toBe(true);
     }
     for (const name of required) expect(values[name], `${name} is required: keep it uncommented`).toBe("");
   });
 });
 
 describe("Dockerfile", () => {
-  it("builds in one node:20-slim stage and runs in another", () => {
+  it("builds in one stage and runs in another, both on the same current-LTS Node image pinned by version", () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    expect(stages.filter((s) => s.from === "node:20-slim").length).toBeGreaterThanOrEqual(2);
-    expect(runtime.from).toBe("node:20-slim");
+    // node:MAJOR.MINOR.PATCH-slim: a release, not a moving tag; an LTS line (even major, 22 or later).
+    const m = /^node:(\d+)\.\d+\.\d+-slim$/.exec(runtime.from);
+    expect(m, runtime.from).not.toBeNull();
+    expect(Number(m![1]) % 2).toBe(0);
+    expect(Number(m![1])).toBeGreaterThanOrEqual(22);
+    expect(stages.filter((s) => s.from === runtime.from).length).toBeGreaterThanOrEqual(2);
     const build = stages.find((s) => s.name && argsOf(runtime, "COPY").some((c) => c.includes(`--from=${s.name} `)))!;
     expect(build).toBeDefined();
     expect(argsOf(build, "RUN").join("\n")).toMatch(/\bnpm ci\b/);

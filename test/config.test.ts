@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
+import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, loadApiKeyFiles, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
 
 /** The hardening settings when none are given. */
 const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {}, commandEnv: [] };
@@ -228,5 +228,26 @@ describe("start-up checks that name what is wrong", () => {
     expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/local server usually accepts any value/);
     expect(missingApiKeyWarning("anthropic", { ANTHROPIC_API_KEY: "k" })).toBeNull();
     expect(missingApiKeyWarning("openai-chat", { OPENAI_API_KEY: "k" })).toBeNull();
+  });
+
+  it("reads secrets from files: the database password (URL-encoded into the URL), the URL itself, API keys", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-config-"));
+    try {
+      writeFileSync(path.join(dir, "pw"), "a@b:c/d%\n");
+      writeFileSync(path.join(dir, "url"), "postgres://u:x@db:5432/app\n");
+      writeFileSync(path.join(dir, "key"), "sk-test\n");
+      const withPassword = resolveServeConfig([], { DATABASE_URL: "postgres://u@db:5432/app", DATABASE_PASSWORD_FILE: path.join(dir, "pw") });
+      expect(decodeURIComponent(new URL(withPassword.databaseUrl!).password)).toBe("a@b:c/d%");
+      expect(withPassword.secretFiles).toEqual([path.join(dir, "pw")]);
+      expect(resolveServeConfig([], { DATABASE_URL_FILE: path.join(dir, "url") }).databaseUrl).toBe("postgres://u:x@db:5432/app");
+      expect(() => resolveServeConfig([], { DATABASE_PASSWORD_FILE: path.join(dir, "pw") })).toThrow(/DATABASE_PASSWORD_FILE needs a database URL/);
+      expect(() => resolveServeConfig([], { DATABASE_URL: "postgres://u@db/app", DATABASE_PASSWORD_FILE: path.join(dir, "missing") })).toThrow(/cannot read DATABASE_PASSWORD_FILE .*ENOENT/);
+      const env: NodeJS.ProcessEnv = { ANTHROPIC_API_KEY_FILE: path.join(dir, "key"), OPENAI_API_KEY: "kept", OPENAI_API_KEY_FILE: path.join(dir, "key") };
+      expect(loadApiKeyFiles(env)).toEqual([path.join(dir, "key")]);
+      expect(env.ANTHROPIC_API_KEY).toBe("sk-test");
+      expect(env.OPENAI_API_KEY).toBe("kept");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
