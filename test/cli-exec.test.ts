@@ -53,6 +53,43 @@ describe("app-server exec and threads against a server (--url)", () => {
   };
   const exec = (...args: string[]) => runCli(["exec", ...args, "--url", url]);
 
+  it("runs the thread in the caller's directory, also when continuing a thread from elsewhere", async () => {
+    const first = workspace();
+    const second = workspace();
+    h.mock.enqueue({ text: "one" }, { text: "two" });
+    const p = await runCli(["exec", "Where am I?", "--url", url], { cwd: first });
+    expect(p.exit, p.stderr).toEqual({ code: 0, signal: null });
+    expect(p.stderr).toContain(` · in ${first} · `);
+    const threadId = threadIdOf(p);
+    const c = await TestClient.initialized(url);
+    try {
+      expect((await c.request("thread/resume", { threadId, excludeTurns: true })).cwd).toBe(first);
+      const q = await runCli(["exec", "And now?", "--url", url, "--thread", threadId], { cwd: second });
+      expect(q.exit, q.stderr).toEqual({ code: 0, signal: null });
+      expect(q.stderr).toContain(` · in ${second} · `);
+      // The second turn's request carried the new directory (turn/start's cwd override).
+      const read = await c.request("thread/read", { threadId, includeTurns: true });
+      expect(read.thread.turns).toHaveLength(2);
+      expect(JSON.stringify(h.mock.requests[1]!.body)).toContain(second);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("--cwd that does not exist (or is a file) is a usage error before any turn", async () => {
+    const requests = h.mock.requests.length;
+    const missing = await exec("Hello", "--cwd", "/nonexistent/dir");
+    expect(missing.exit).toEqual({ code: 2, signal: null });
+    expect(missing.stderr).toContain("app-server exec: --cwd /nonexistent/dir: no such directory");
+    expect(missing.stdout).toBe("");
+    const file = path.join(workspace(), "a-file");
+    writeFileSync(file, "x");
+    const notDir = await exec("Hello", "--cwd", file);
+    expect(notDir.exit.code).toBe(2);
+    expect(notDir.stderr).toContain(`--cwd ${file}: not a directory`);
+    expect(h.mock.requests.length).toBe(requests);
+  });
+
   it("streams the agent's text to stdout and exits 0; the rest goes to stderr", async () => {
     h.mock.enqueue({ text: ["Hello ", "from ", "the mock."] });
     const p = await exec("Say hello");
