@@ -83,14 +83,23 @@ export class OutboundQueue {
       this.queuedBytes += text.length;
     }
     // Only what waits here counts: the socket itself never holds much more than the high-water
-    // mark (we stop writing there), and one large message must not doom a reading client.
-    if (this.queuedBytes > this.opts.maxBufferedBytes) {
+    // mark (we stop writing there), and one large message must not doom a reading client (a
+    // 12 MB answer is followed by turn/completed carrying it again, with small events around
+    // it): the largest waiting message is not counted. A client that reads nothing piles up
+    // everything else and is closed; memory stays bounded by the cap plus one message.
+    if (this.queuedBytes > this.opts.maxBufferedBytes && this.queuedBytes - this.largestQueued() > this.opts.maxBufferedBytes) {
       this.opts.onOverflow?.(this.bufferedBytes);
       this.close();
       this.sink.close(OVERFLOW_CLOSE_CODE, OVERFLOW_CLOSE_REASON);
       return;
     }
     this.schedule();
+  }
+
+  private largestQueued(): number {
+    let max = 0;
+    for (const e of this.queue) if (e.bytes > max) max = e.bytes;
+    return max;
   }
 
   close(): void {
