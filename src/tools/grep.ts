@@ -8,7 +8,7 @@ import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { checkPath, displayPath } from "./workspace.js";
+import { checkPath, displayPath, type WorkspaceScope } from "./workspace.js";
 
 export interface GrepOptions {
   maxMatches: number;
@@ -90,7 +90,7 @@ async function isBinary(file: string): Promise<boolean> {
 
 export function grepTool(ctx: ToolContext, options: Partial<GrepOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_GREP_OPTIONS, ...options };
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
+  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
   return defineTool({
     name: "grep",
     description: `Searches file contents with a JavaScript regular expression and returns matching lines as "file:line: text". Searches the workspace root or the given path, skipping .git, node_modules and binary files; at most ${opts.maxMatches} matches are returned.`,

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { checkPath, displayPath } from "./workspace.js";
+import { checkPath, displayPath, type WorkspaceScope } from "./workspace.js";
 
 export const DEFAULT_LIST_DIR_MAX_ENTRIES = 500;
 
@@ -13,7 +13,7 @@ export const ListDirArgs = z.object({
 });
 
 export function listDirTool(ctx: ToolContext, maxEntries = DEFAULT_LIST_DIR_MAX_ENTRIES): LoopTool {
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
+  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
   return defineTool({
     name: "list_dir",
     description: `Lists the entries of a directory, sorted by name: directories end with "/", symbolic links with "@". At most ${maxEntries} entries are shown.`,

@@ -15,7 +15,7 @@ import { hostTool, type ToolAction } from "./host.js";
 import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
 import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
 import { SANDBOX_HELP } from "../sandbox/runner.js";
-import { checkPath, realpathLoose } from "./workspace.js";
+import { checkPath, realpathLoose, type WorkspaceScope } from "./workspace.js";
 
 export interface ShellOptions {
   defaultTimeoutMs: number;
@@ -72,7 +72,7 @@ function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampe
 
 export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
-  const scope = { cwd: ctx.cwd, sandbox: ctx.sandbox, policy: ctx.sandboxPolicy };
+  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
 
   return hostTool(
     {

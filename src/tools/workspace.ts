@@ -24,7 +24,7 @@ export interface WorkspaceScope {
   readonly cwd: string;
   readonly sandbox: SandboxMode;
   /** The full policy (writableRoots, /tmp exclusions); the mode's defaults when absent. */
-  readonly policy?: SandboxPolicy;
+  readonly sandboxPolicy?: SandboxPolicy;
 }
 
 /** A path that resolved and lies inside the allowed roots. */
@@ -61,7 +61,7 @@ export function isWithin(child: string, parent: string): boolean {
 export function allowedRoots(scope: WorkspaceScope, access: Access): string[] | null {
   if (scope.sandbox === "danger-full-access") return null;
   if (scope.sandbox === "read-only") return access === "read" ? [path.resolve(scope.cwd)] : [];
-  const p = scope.policy?.type === "workspaceWrite" ? scope.policy : null;
+  const p = scope.sandboxPolicy?.type === "workspaceWrite" ? scope.sandboxPolicy : null;
   const roots = [path.resolve(scope.cwd), ...(p?.writableRoots ?? []).map((r) => path.resolve(scope.cwd, r))];
   if (!p?.excludeSlashTmp) roots.push("/tmp");
   if (!p?.excludeTmpdirEnvVar) roots.push(path.resolve(os.tmpdir()));

@@ -41,7 +41,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
   conn.handle("command/exec", async (p, { signal }) => {
     const policy = p.sandboxPolicy ?? defaults.policy;
     const sandbox = modeOfPolicy(policy);
-    const scope = { cwd: defaults.cwd, sandbox, policy };
+    const scope = { cwd: defaults.cwd, sandbox, sandboxPolicy: policy };
     const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "read-only" ? "read" : "write");
     if (!check.ok) {
       if (check.outside) throw invalidRequest(`command/exec refused by the ${sandbox} sandbox: ${check.reason}`);
