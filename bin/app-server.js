@@ -1,3 +1,10 @@
 #!/usr/bin/env node
-// The compiled CLI lives in dist/ (built by `npm install` through the prepare script).
-import "../dist/main.js";
+// The CLI is built by `npm install` (the prepare script runs `npm run build`): tsc compiles src/ to
+// dist/, then scripts/bundle.mjs bundles dist/main.js into dist/bundle/main.js, which starts faster
+// (issue 16). Without the bundle (tsc alone), the unbundled ../dist/main.js runs.
+try {
+  await import("../dist/bundle/main.js");
+} catch (err) {
+  if (err?.code !== "ERR_MODULE_NOT_FOUND" || !String(err.message).includes("dist/bundle/main.js")) throw err;
+  await import("../dist/main.js");
+}

@@ -1,10 +1,7 @@
 /**
  * The one place that knows which adapters exist. Everything else holds a ModelProvider.
  */
-import { AnthropicProvider } from "./anthropic.js";
-import { OpenAIChatProvider } from "./openai-chat.js";
-import { OpenAIResponsesProvider } from "./openai-responses.js";
-import type { ModelProvider } from "./types.js";
+import type { ModelProvider, ModelRequest, ProviderStreamEvent } from "./types.js";
 
 export type ProviderId = "anthropic" | "openai" | "openai-chat";
 
@@ -34,23 +31,50 @@ export function isProviderId(v: unknown): v is ProviderId {
  * an `auth` ProviderError instead, so a server can start and report the problem per turn.
  */
 export function createProvider(id: ProviderId, opts: ProviderOptions = {}): ModelProvider {
+  return new LazyProvider(id, () => loadProvider(id, opts));
+}
+
+/**
+ * Loads the adapter (and its SDK: tens of milliseconds and megabytes) on the first model call,
+ * not at start-up; most servers use one provider, some none.
+ */
+class LazyProvider implements ModelProvider {
+  private real: Promise<ModelProvider> | undefined;
+  constructor(
+    readonly id: ProviderId,
+    private readonly load: () => Promise<ModelProvider>,
+  ) {}
+
+  async *stream(request: ModelRequest, signal: AbortSignal): AsyncIterable<ProviderStreamEvent> {
+    this.real ??= this.load();
+    yield* (await this.real).stream(request, signal);
+  }
+}
+
+async function loadProvider(id: ProviderId, opts: ProviderOptions): Promise<ModelProvider> {
   switch (id) {
-    case "anthropic":
+    case "anthropic": {
+      const { AnthropicProvider } = await import("./anthropic.js");
       return new AnthropicProvider({
         apiKey: opts.apiKey,
         baseURL: opts.baseURL,
         defaultMaxOutputTokens: opts.defaultMaxOutputTokens,
         timeoutMs: opts.timeoutMs,
       });
-    case "openai":
+    }
+    case "openai": {
+      const { OpenAIResponsesProvider } = await import("./openai-responses.js");
       return new OpenAIResponsesProvider({
         apiKey: opts.apiKey,
         baseURL: opts.baseURL,
         defaultMaxOutputTokens: opts.defaultMaxOutputTokens,
         timeoutMs: opts.timeoutMs,
       });
-    case "openai-chat":
+    }
+    case "openai-chat": {
+      const { OpenAIChatProvider } = await import("./openai-chat.js");
       return new OpenAIChatProvider(opts);
+    }
     default: {
       const never: never = id;
       throw new Error(`unknown provider: ${String(never)}`);

@@ -102,6 +102,10 @@ export interface WebSocketTransport {
   close(): Promise<void>;
 }
 
+function noRouteSchemas(): never {
+  throw new Error("route schemas are not supported (no validator or serializer compiler is loaded)");
+}
+
 export async function startWebSocketTransport(opts: WebSocketTransportOptions): Promise<WebSocketTransport> {
   // Per-request logs would be noise (one WebSocket upgrade per client); warnings and errors stay.
   // Raise the level to warn, never lower it below the configured one (e.g. silent).
@@ -111,6 +115,9 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
       { component: "http" },
       { level: httpLevel, serializers: { req: (req: { method?: string; url?: string }) => ({ method: req.method, url: withoutToken(req.url ?? "") }) } },
     ),
+    // No route has a JSON schema: without these factories fastify loads ajv and
+    // fast-json-stringify (~40 ms of start-up) for nothing. A route with a schema fails loudly.
+    schemaController: { compilersFactory: { buildValidator: noRouteSchemas, buildSerializer: noRouteSchemas } },
   });
   const sockets = new Set<WebSocket>();
   const queues = new Set<OutboundQueue>();

@@ -1,0 +1,44 @@
+// Bundles the compiled server (dist/main.js, from tsc) into dist/bundle/: one file for start-up
+// plus chunks for what is loaded later (`await import()`: provider SDKs, the CLI client, …).
+// Resolving and reading ~1 000 module files is most of what bundling saves (issue 16).
+// PGlite stays external: it loads its WASM and data files next to its own modules.
+import { build } from "esbuild";
+import { readFile, rm } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+const dist = path.join(root, "dist");
+const outdir = path.join(dist, "bundle");
+
+// Our modules find files next to themselves (../../migrations, ../public, ../package.json) through
+// import.meta.url: give each bundled dist/ module the URL it had before bundling.
+const keepModuleUrls = {
+  name: "keep-module-urls",
+  setup(b) {
+    b.onLoad({ filter: /\.js$/ }, async (args) => {
+      if (!args.path.startsWith(dist + path.sep) || args.path.startsWith(outdir)) return undefined;
+      const source = await readFile(args.path, "utf8");
+      if (!source.includes("import.meta.url")) return undefined;
+      const rel = path.relative(outdir, args.path).split(path.sep).join("/");
+      return { contents: source.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`), loader: "js" };
+    });
+  },
+};
+
+await rm(outdir, { recursive: true, force: true }); // chunk names change with their contents
+await build({
+  entryPoints: [path.join(dist, "main.js")],
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  sourcemap: true,
+  logLevel: "warning",
+  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket"],
+  // CommonJS packages inside an ES module bundle still call require() for node: built-ins.
+  banner: { js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);' },
+  plugins: [keepModuleUrls],
+});
