@@ -39,13 +39,20 @@ export function threadCondition(sql: Sql, m: SearchMatch, indexed: boolean): Fra
   const like = "%" + likeLiteral(m.term) + "%";
   const ilike = sql`(name ilike ${like} or preview ilike ${like})`;
   // Shorter terms have no trigram: the index cannot narrow them (as with pg_trgm).
-  return indexed && m.term.length >= 3
-    ? sql`text_trigrams(lower(thread_search_text(name, preview))) @> text_trigrams(lower(${m.term})) and ${ilike}`
-    : ilike;
+  // The trigrams of a prefix of the term are a subset of the term's: still a sound prefilter, and
+  // text_trigrams is quadratic in the length of UTF-8 text (substr scans from the start).
+  const prefix = Array.from(m.term).slice(0, TRIGRAM_PREFIX).join("");
+  return indexed && m.term.length >= 3 ? sql`text_trigrams(lower(thread_search_text(name, preview))) @> text_trigrams(lower(${prefix})) and ${ilike}` : ilike;
 }
+
+/** Characters of a searchTerm whose trigrams narrow the candidates. */
+const TRIGRAM_PREFIX = 64;
+/** Longer searchTerms are not looked for in messages (a phrase of hundreds of words is no search). */
+export const MESSAGE_TERM_MAX = 1000;
 
 /** Message items that match, on a table aliased `alias`. */
 export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment {
+  if (m.kind === "substring" && m.term.length > MESSAGE_TERM_MAX) return sql`false`;
   const a = sql.unsafe(alias);
   return sql`${a}.type in ('userMessage', 'agentMessage') and to_tsvector('simple'::regconfig, item_search_text(${a}.type, ${a}.payload)) @@ ${tsQuery(sql, m)}`;
 }
