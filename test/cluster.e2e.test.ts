@@ -91,6 +91,29 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     expect(ends!.n).toBe(1);
   }, TIMEOUT);
 
+  it("a delta larger than one NOTIFY payload reaches a client on another process live and whole", async () => {
+    const a = await cluster.spawn();
+    const b = await cluster.spawn();
+    const ca = await cluster.connect(a);
+    const cb = await cluster.connect(b);
+    const threadId = (await ca.request("thread/start", {})).thread.id;
+    await cb.request("thread/resume", { threadId });
+    const big = `${"große Ähnlichkeit 😀 \"quoted\" ".repeat(1_500)}end`; // ~45 KB in one chunk
+    const gate = gated(["start ", big, " tail"]);
+    const t1 = (await ca.request("turn/start", { threadId, input: text("big") })).turn;
+    await ca.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t1.id);
+    gate.open();
+    await turnCompleted(cb, t1.id);
+    // The deltas (not only item/completed) carried the big chunk to B's client, in one piece.
+    expect(cb.notifications("item/agentMessage/delta").some((f) => f.params.turnId === t1.id && f.params.delta === big)).toBe(true);
+    const bText = cb
+      .notifications("item/agentMessage/delta")
+      .filter((f) => f.params.turnId === t1.id)
+      .map((f) => f.params.delta)
+      .join("");
+    expect(bText).toBe(`start ${big} tail`);
+  }, TIMEOUT);
+
   it("turns alternating between processes: seq unique and increasing, settings and names the same everywhere", async () => {
     const a = await cluster.spawn();
     const b = await cluster.spawn();

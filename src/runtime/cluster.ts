@@ -6,7 +6,7 @@
  */
 import type { ServerNotificationMethod } from "../protocol/methods.js";
 import type { ThreadRecord } from "../store/records.js";
-import type { FanoutMessage, Fanout } from "./fanout.js";
+import { DeltaParts, type FanoutMessage, type Fanout } from "./fanout.js";
 import { LeaseHeldError, type LeaseManager } from "./leases.js";
 import type { RemoteCommand, RemoteCommands } from "./remote-commands.js";
 import type { LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
@@ -25,6 +25,14 @@ export class ClusterLinks {
   turns: LocalTurnOps | null = null;
   /** Approvals of other processes' turns shown to this process's clients: thread → item → stop. */
   private readonly mirrors = new Map<string, Map<string, AbortController>>();
+  /** Parts of large deltas relayed in pieces, per thread, until their last piece arrives. */
+  private readonly parts = new Map<string, DeltaParts>();
+
+  private partsOf(threadId: string): DeltaParts {
+    let p = this.parts.get(threadId);
+    if (!p) this.parts.set(threadId, (p = new DeltaParts()));
+    return p;
+  }
 
   constructor(
     readonly leases: LeaseManager,
@@ -65,7 +73,10 @@ export class ClusterLinks {
     const stored = msg.m > from ? await this.runtime.store.eventsBetween(thread.id, from, msg.m) : [];
     const merged = [
       ...stored.map((e) => ({ seq: e.seq, method: e.method, params: e.params, emittedAtMs: e.emittedAtMs })),
-      ...msg.d.filter(([seq]) => seq > from).map(([seq, method, params, emittedAtMs]) => ({ seq, method, params, emittedAtMs })),
+      ...this.partsOf(thread.id)
+        .collect(msg.d)
+        .filter(([seq]) => seq > from)
+        .map(([seq, method, params, emittedAtMs]) => ({ seq, method, params, emittedAtMs })),
     ].sort((a, b) => a.seq - b.seq);
     this.deliverAll(thread, merged);
     if (msg.r || stored.some((e) => e.method === "thread/status/changed")) await this.mirrorRequests(thread);

@@ -31,9 +31,67 @@ export interface FanoutMessage {
   t: string;
   /** Highest committed seq (listeners read the event log up to it), or 0. */
   m: number;
-  d: Array<[number, string, Record<string, unknown>, number]>;
+  /**
+   * Relayed deltas: [seq, method, params, emittedAtMs], and for a delta too large for one
+   * notification, its parts: [seq, method, params with a piece of the text, emittedAtMs, part, parts].
+   */
+  d: Array<[number, string, Record<string, unknown>, number] | [number, string, Record<string, unknown>, number, number, number]>;
   /** Server requests of the thread changed (approvals pending or answered). */
   r?: 1;
+}
+
+/** Characters of delta text per part: even escaped as \uXXXX (6 bytes each) a part fits one notification. */
+const PART_CHARS = Math.floor((MAX_PAYLOAD - 1_200) / 6);
+
+/**
+ * A delta as relay entries: itself when it fits one notification, else its text in parts that
+ * the listener joins (never splitting a surrogate pair) — so a large chunk reaches other
+ * processes' clients live too, not only with its item/completed.
+ */
+export function splitDelta(d: RelayedDelta): FanoutMessage["d"] {
+  const whole: FanoutMessage["d"][number] = [d.seq, d.method, d.params, d.emittedAtMs];
+  const text = d.params.delta;
+  if (typeof text !== "string" || Buffer.byteLength(JSON.stringify(whole)) <= MAX_PAYLOAD - 200) return [whole];
+  const pieces: string[] = [];
+  for (let i = 0; i < text.length; ) {
+    let end = Math.min(text.length, i + PART_CHARS);
+    const code = text.charCodeAt(end - 1);
+    if (end < text.length && code >= 0xd800 && code <= 0xdbff) end--; // keep a surrogate pair together
+    pieces.push(text.slice(i, end));
+    i = end;
+  }
+  return pieces.map((piece, part) => [d.seq, d.method, { ...d.params, delta: piece }, d.emittedAtMs, part, pieces.length]);
+}
+
+/** Joins the parts of split deltas (they may span notifications); whole entries pass through. */
+export class DeltaParts {
+  private readonly pending = new Map<number, string[]>();
+
+  /** The complete deltas among `entries`, parts held until their last one arrives. */
+  collect(entries: FanoutMessage["d"]): Array<[number, string, Record<string, unknown>, number]> {
+    const out: Array<[number, string, Record<string, unknown>, number]> = [];
+    for (const e of entries) {
+      if (e.length === 4) {
+        out.push(e);
+        continue;
+      }
+      const [seq, method, params, emittedAtMs, part, parts] = e;
+      const got = this.pending.get(seq) ?? [];
+      got[part] = params.delta as string;
+      if (got.filter((x) => x !== undefined).length < parts) {
+        this.pending.set(seq, got);
+        continue;
+      }
+      this.pending.delete(seq);
+      out.push([seq, method, { ...params, delta: got.join("") }, emittedAtMs]);
+    }
+    return out;
+  }
+
+  /** Forgets parts that can no longer complete (after a catch-up from the log). */
+  dropUpTo(seq: number): void {
+    for (const s of this.pending.keys()) if (s <= seq) this.pending.delete(s);
+  }
 }
 
 export const threadChannel = (threadId: string) => `aas_t_${threadId.replace(/[^0-9a-zA-Z]/g, "").toLowerCase()}`;
@@ -131,17 +189,16 @@ export class Fanout {
     const parts: Array<FanoutMessage["d"]> = [[]];
     let size = 0;
     for (const d of box.deltas) {
-      const entry: FanoutMessage["d"][number] = [d.seq, d.method, d.params, d.emittedAtMs];
-      const bytes = Buffer.byteLength(JSON.stringify(entry));
-      // A single delta too large for one notification is not relayed: its item/completed
-      // (stored, read from the log) carries the full text.
-      if (bytes > MAX_PAYLOAD - 200) continue;
-      if (size + bytes > MAX_PAYLOAD - 200) {
-        parts.push([]);
-        size = 0;
+      for (const entry of splitDelta(d)) {
+        const bytes = Buffer.byteLength(JSON.stringify(entry));
+        if (bytes > MAX_PAYLOAD - 200) continue; // not a text delta: its item/completed carries it
+        if (size + bytes > MAX_PAYLOAD - 200) {
+          parts.push([]);
+          size = 0;
+        }
+        parts[parts.length - 1]!.push(entry);
+        size += bytes;
       }
-      parts[parts.length - 1]!.push(entry);
-      size += bytes;
     }
     const out: string[] = [];
     parts.forEach((d, i) => {
