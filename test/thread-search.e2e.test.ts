@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import type { Sql } from "postgres";
 import { openDatabase } from "../src/store/database.js";
-import { searchFilter, type SearchMatch } from "../src/store/thread-search.js";
+import { searchBranches, type SearchMatch } from "../src/store/thread-search.js";
 import { BACKENDS, freshDatabase } from "./support/db.js";
 import { useTurnSession } from "./support/durability.js";
 
@@ -108,16 +108,25 @@ describe.each(BACKENDS)("search strategies (%s)", (backend) => {
       ];
       for (const m of matches) {
         const run = async (hitLimit: number) => {
-          const f = await searchFilter(sql, m, hitLimit);
-          return (await sql<{ id: string }[]>`select id from threads where true ${f.where} order by id`).map((r) => r.id);
+          const { branches } = await searchBranches(sql, m, hitLimit);
+          const ids = new Set<string>();
+          for (const b of branches) for (const r of await sql<{ id: string }[]>`select id from threads where true ${b}`) ids.add(r.id);
+          return [...ids].sort();
         };
         const few = await run(1_000_000);
         const many = await run(0);
         expect(many, JSON.stringify(m)).toEqual(few);
       }
       // And the cases are not vacuous: some match, some do not.
-      expect((await sql`select id from threads where true ${(await searchFilter(sql, matches[0]!)).where}`).length).toBe(10);
-      expect((await sql`select id from threads where true ${(await searchFilter(sql, matches[3]!)).where}`).length).toBe(15);
+      const count = async (m: SearchMatch) => {
+        const { branches } = await searchBranches(sql, m);
+        const ids = new Set<string>();
+        for (const b of branches) for (const r of await sql<{ id: string }[]>`select id from threads where true ${b}`) ids.add(r.id);
+        return ids.size;
+      };
+      expect(await count(matches[0]!)).toBe(10);
+      expect(await count(matches[3]!)).toBe(15);
+      expect(await count(matches[7]!)).toBe(13); // "websocket" in 10 previews (g % 3 = 0), "timeout" in 4 agent messages (g % 7 = 0), thread 21 has both
     } finally {
       await db.close();
       await test.cleanup();

@@ -58,26 +58,45 @@ export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment
 }
 
 /**
- * The condition to add to a `select … from threads where …` (with `and`): either the ids of the
- * few matching threads, or the per-row test.
+ * The ways a thread can match, each as a condition to add to `select … from threads where …`:
+ * its own name/preview, or its messages. Each is either the ids of its few matching threads or a
+ * per-row test (many matches: the walk in listing order stops after a page). Two branches rather
+ * than one OR, so that a term frequent in previews does not test every thread's messages per row.
  */
-export async function searchFilter(sql: Sql, m: SearchMatch, hitLimit = HIT_LIMIT): Promise<{ where: Fragment }> {
+export async function searchBranches(sql: Sql, m: SearchMatch, hitLimit = HIT_LIMIT): Promise<{ branches: Fragment[] }> {
   // (Wrapped: a fragment is thenable, and an async function would run it as a query.)
-  const hits = await sql<{ id: string }[]>`
-    select id from threads where ${threadCondition(sql, m, true)}
-    union all
-    select i.thread_id as id from items i where ${itemCondition(sql, m, "i")}
-    limit ${hitLimit + 1}`;
-  if (hits.length <= hitLimit) {
-    if (hits.length === 0) return { where: sql`and false` };
-    const ids = [...new Set(hits.map((h) => h.id))];
-    return { where: sql`and id = any(${sql.array(ids)}::text[])` };
-  }
-  // `offset 0` keeps the subquery per row: otherwise Postgres hashes every matching item first.
+  const [own, inMessages] = await Promise.all([
+    sql<{ id: string }[]>`select id from threads where ${threadCondition(sql, m, true)} limit ${hitLimit + 1}`,
+    sql<{ id: string }[]>`select i.thread_id as id from items i where ${itemCondition(sql, m, "i")} limit ${hitLimit + 1}`,
+  ]);
+  const branch = (hits: { id: string }[], perRow: () => Fragment): Fragment[] =>
+    hits.length === 0 ? [] : hits.length <= hitLimit ? [sql`and id = any(${sql.array([...new Set(hits.map((h) => h.id))])}::text[])`] : [perRow()];
   return {
-    where: sql`and (${threadCondition(sql, m, false)} or exists (
-      select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0))`,
+    branches: [
+      ...branch(own, () => sql`and ${threadCondition(sql, m, false)}`),
+      // `offset 0` keeps the subquery per row: otherwise Postgres hashes every matching item first.
+      ...branch(inMessages, () => sql`and exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0)`),
+    ],
   };
+}
+
+/**
+ * One page of matching threads: the page of each branch (ids only, same filters, order and
+ * limit), then the rows of their union in that order and limit — the union of each branch's
+ * first page holds the first page of the union.
+ */
+export async function searchedPage(
+  sql: Sql,
+  m: SearchMatch,
+  idsWhere: (branch: Fragment) => Fragment,
+  rowsWhere: (ids: Fragment) => Fragment,
+): Promise<Row[]> {
+  const { branches } = await searchBranches(sql, m);
+  if (branches.length === 0) return [];
+  const pages = await Promise.all(branches.map((b) => idsWhere(b) as unknown as Promise<{ id: string }[]>));
+  const ids = [...new Set(pages.flat().map((r) => r.id))];
+  if (ids.length === 0) return [];
+  return (await rowsWhere(sql`and id = any(${sql.array(ids)}::text[])`)) as Row[];
 }
 
 /** Snippet delimiters inside ts_headline output: control characters that stored text hardly has. */

@@ -1,11 +1,12 @@
 /** Thread rows and the per-thread event log. All SQL for threads lives here. */
-import type { JSONValue, Sql, TransactionSql } from "postgres";
+import type { JSONValue, PendingQuery, Row, Sql, TransactionSql } from "postgres";
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
 import { withoutNul } from "./text.js";
-import { searchFilter, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
+import { searchedPage, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
 
 export type Queryable = Sql | TransactionSql;
+type Fragment = PendingQuery<Row[]>;
 
 export interface ThreadListQuery {
   limit: number;
@@ -194,10 +195,8 @@ export class ThreadStore {
           : sql`and (${col}, id) > (${c.value}, ${c.id})`
       : sql``;
     const order = desc ? sql`order by ${col} desc, id desc` : sql`order by ${col} asc, id asc`;
-    // Substring of name/preview (Codex's semantics) or a phrase in any message: thread-search.ts.
-    const search = query.searchTerm ? (await searchFilter(sql, { kind: "substring", term: query.searchTerm })).where : sql``;
-    const rows = await sql<ThreadRecord[]>`
-      select * from threads
+    const filtered = (cols: Fragment, extra: Fragment) => sql`
+      select ${cols} from threads
       where archived = ${query.archived} and not ephemeral
         ${query.cwds ? sql`and cwd in ${sql(query.cwds)}` : sql``}
         ${query.modelProviders && query.modelProviders.length > 0 ? sql`and model_provider in ${sql(query.modelProviders)}` : sql``}
@@ -205,10 +204,16 @@ export class ThreadStore {
         ${query.matchesNothing ? sql`and false` : sql``}
         ${query.includedIds ? (query.includedIds.length ? sql`and id in ${sql(query.includedIds)}` : sql`and false`) : sql``}
         ${query.excludedIds.length ? sql`and id not in ${sql(query.excludedIds)}` : sql``}
-        ${search}
+        ${extra}
         ${after}
       ${order}
       limit ${query.limit + 1}`;
+    // Substring of name/preview (Codex's semantics) or a phrase in any message: thread-search.ts.
+    const rows = (
+      query.searchTerm
+        ? await searchedPage(sql, { kind: "substring", term: query.searchTerm }, (branch) => filtered(sql`id`, branch), (ids) => filtered(sql`*`, ids))
+        : await filtered(sql`*`, sql``)
+    ) as ThreadRecord[];
     const more = rows.length > query.limit;
     const page = more ? rows.slice(0, query.limit) : [...rows];
     const pos = (r: ThreadRecord, inclusive?: boolean): ThreadCursor => ({
@@ -232,13 +237,14 @@ export class ThreadStore {
     const sql = this.sql;
     const match: SearchMatch = { kind: "words", query: query.query };
     const c = query.cursor;
-    const rows = await sql<ThreadRecord[]>`
-      select * from threads
+    const filtered = (cols: Fragment, extra: Fragment) => sql`
+      select ${cols} from threads
       where archived = ${query.archived} and not ephemeral
-        ${(await searchFilter(sql, match)).where}
+        ${extra}
         ${c ? sql`and (updated_at_ms, id) < (${c.value}, ${c.id})` : sql``}
       order by updated_at_ms desc, id desc
       limit ${query.limit + 1}`;
+    const rows = (await searchedPage(sql, match, (branch) => filtered(sql`id`, branch), (ids) => filtered(sql`*`, ids))) as ThreadRecord[];
     const more = rows.length > query.limit;
     const page = more ? rows.slice(0, query.limit) : [...rows];
     const snippets = await snippetsFor(sql, match, page.map((r) => r.id));
