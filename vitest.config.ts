@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
@@ -35,6 +35,9 @@ function sandboxExclusions(): string[] {
 function runTmpdir(): string {
   if (process.env.AAS_TEST_RUN_TMPDIR) return process.env.AAS_TEST_RUN_TMPDIR;
   const dir = mkdtempSync(path.join(os.tmpdir(), "aas-test-run-"));
+  // Traversable (not listable) by other users: the private PostgreSQL of the outage test runs as
+  // the `postgres` user in a directory of its own under here.
+  chmodSync(dir, 0o711);
   process.env.AAS_TEST_RUN_TMPDIR = dir;
   process.env.TMPDIR = dir;
   return dir;
