@@ -108,7 +108,7 @@ describe.each(BACKENDS)("search strategies (%s)", (backend) => {
       ];
       for (const m of matches) {
         const run = async (hitLimit: number) => {
-          const { branches } = await searchBranches(sql, m, hitLimit);
+          const { branches } = await searchBranches(sql, m, { own: hitLimit, messages: hitLimit });
           const ids = new Set<string>();
           for (const b of branches) for (const r of await sql<{ id: string }[]>`select id from threads where true ${b}`) ids.add(r.id);
           return [...ids].sort();

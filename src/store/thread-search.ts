@@ -2,7 +2,7 @@
  * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql).
  *
  * Two ways to find "the newest threads that match", picked per query from how many rows match:
- * - few hits (≤ HIT_LIMIT rows from the GIN indexes): fetch those thread ids, then sort just them;
+ * - few hits (≤ HIT_LIMITS rows from the GIN indexes): fetch those thread ids, then sort just them;
  *   a term that matches nothing costs two index probes;
  * - many hits: walk the threads in listing order and test each one (name/preview, then its
  *   messages), which stops after a page because matches are dense.
@@ -11,8 +11,11 @@
  */
 import type { PendingQuery, Row, Sql } from "postgres";
 
-/** Above this many matching rows (threads + messages) the walk is cheaper than sorting the hits. */
-export const HIT_LIMIT = 2000;
+/**
+ * Above this many matching rows the walk is cheaper than sorting the hits. A walk step costs an
+ * ILIKE for names/previews but ~10 to_tsvector calls for messages, hence the two limits.
+ */
+export const HIT_LIMITS = { own: 600, messages: 2000 };
 
 /**
  * `substring`: thread/list's searchTerm — Codex's case-insensitive substring match on name and
@@ -63,19 +66,19 @@ export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment
  * per-row test (many matches: the walk in listing order stops after a page). Two branches rather
  * than one OR, so that a term frequent in previews does not test every thread's messages per row.
  */
-export async function searchBranches(sql: Sql, m: SearchMatch, hitLimit = HIT_LIMIT): Promise<{ branches: Fragment[] }> {
+export async function searchBranches(sql: Sql, m: SearchMatch, limits = HIT_LIMITS): Promise<{ branches: Fragment[] }> {
   // (Wrapped: a fragment is thenable, and an async function would run it as a query.)
   const [own, inMessages] = await Promise.all([
-    sql<{ id: string }[]>`select id from threads where ${threadCondition(sql, m, true)} limit ${hitLimit + 1}`,
-    sql<{ id: string }[]>`select i.thread_id as id from items i where ${itemCondition(sql, m, "i")} limit ${hitLimit + 1}`,
+    sql<{ id: string }[]>`select id from threads where ${threadCondition(sql, m, true)} limit ${limits.own + 1}`,
+    sql<{ id: string }[]>`select i.thread_id as id from items i where ${itemCondition(sql, m, "i")} limit ${limits.messages + 1}`,
   ]);
-  const branch = (hits: { id: string }[], perRow: () => Fragment): Fragment[] =>
-    hits.length === 0 ? [] : hits.length <= hitLimit ? [sql`and id = any(${sql.array([...new Set(hits.map((h) => h.id))])}::text[])`] : [perRow()];
+  const branch = (hits: { id: string }[], limit: number, perRow: () => Fragment): Fragment[] =>
+    hits.length === 0 ? [] : hits.length <= limit ? [sql`and id = any(${sql.array([...new Set(hits.map((h) => h.id))])}::text[])`] : [perRow()];
   return {
     branches: [
-      ...branch(own, () => sql`and ${threadCondition(sql, m, false)}`),
+      ...branch(own, limits.own, () => sql`and ${threadCondition(sql, m, false)}`),
       // `offset 0` keeps the subquery per row: otherwise Postgres hashes every matching item first.
-      ...branch(inMessages, () => sql`and exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0)`),
+      ...branch(inMessages, limits.messages, () => sql`and exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0)`),
     ],
   };
 }
