@@ -1,13 +1,14 @@
 /**
  * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql).
  *
- * Two ways to find "the newest threads that match", picked per query from how many rows match:
+ * A thread matches by its own name/preview or by its messages: two branches, and for each, two
+ * ways to find "the newest threads that match", picked per query from how many rows match:
  * - few hits (≤ HIT_LIMITS rows from the GIN indexes): fetch those thread ids, then sort just them;
  *   a term that matches nothing costs two index probes;
- * - many hits: walk the threads in listing order and test each one (name/preview, then its
- *   messages), which stops after a page because matches are dense.
+ * - many hits: walk the threads in listing order and test each one, which stops after a page
+ *   because matches are dense.
  * Postgres alone picks badly here (a hashed subplan over every matching item, or a hash join that
- * reads all threads), so the choice is made with the first query's row count.
+ * reads all threads), so the choice is made with the hit queries' row counts.
  */
 import type { PendingQuery, Row, Sql } from "postgres";
 
