@@ -362,9 +362,11 @@ export class ThreadRuntime {
    * no duplicate. `after`: wait for this first (the resume response must go out before the replay).
    */
   async attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>): Promise<void> {
-    // Listening before reading: an event another process commits after the read wakes us.
-    await this.cluster?.follow(thread);
+    // The step joins the thread's pipeline at once, before the response goes out: events
+    // published after it (the client may react to the response) wait for the subscription.
     return thread.enqueue(async () => {
+      // Listening before reading: an event another process commits after the read wakes us.
+      await this.cluster?.follow(thread);
       await after;
       thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
       // Replay up to what this process has delivered: later events reach every subscriber live.
