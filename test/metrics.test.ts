@@ -1,4 +1,4 @@
-/** src/metrics.ts: the Prometheus text exposition the server serves at /metrics. */
+/** src/metrics.ts (prom-client): the Prometheus text exposition the server serves at /metrics. */
 import { describe, expect, it } from "vitest";
 import { Metrics } from "../src/metrics.js";
 
@@ -25,10 +25,10 @@ describe("Metrics", () => {
     expect(lines).toContain('app_server_turns_total{status="completed"} 1');
     expect(lines).toContain('app_server_model_errors_total{provider="openai",kind="rate_limit"} 1');
     expect(lines).toContain('app_server_tokens_total{provider="anthropic",kind="cached"} 25');
-    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{provider="openai",outcome="ok",le="0.5"} 1');
-    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{provider="openai",outcome="error",le="1"} 0');
-    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{provider="openai",outcome="error",le="+Inf"} 1');
-    expect(lines).toContain('app_server_cache_hit_ratio_bucket{provider="anthropic",le="0.25"} 1');
+    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{le="0.5",provider="openai",outcome="ok"} 1');
+    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{le="1",provider="openai",outcome="error"} 0');
+    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{le="+Inf",provider="openai",outcome="error"} 1');
+    expect(lines).toContain('app_server_cache_hit_ratio_bucket{le="0.25",provider="anthropic"} 1');
     expect(lines).toContain('app_server_db_commit_duration_seconds_bucket{le="0.001"} 0');
     expect(lines).toContain('app_server_db_commit_duration_seconds_bucket{le="0.0025"} 1');
     expect(lines).toContain('app_server_db_commit_duration_seconds_bucket{le="0.025"} 2');

@@ -13,7 +13,9 @@ import type { Logger } from "../log.js";
 import type { CommandRunner } from "../sandbox/runner.js";
 import { loadMcpConfig, type McpServerConfig } from "./config.js";
 import { nameTools } from "./names.js";
-import { McpServerConnection } from "./server-connection.js";
+// Type only: the connection module (and with it the MCP SDK, ~145 modules) is loaded when a
+// server is configured, not at every start.
+import type { McpServerConnection } from "./server-connection.js";
 
 export interface McpToolEntry {
   /** What the model calls it: mcp__<server>__<tool>. */
@@ -52,7 +54,7 @@ export class McpManager {
   /** Starts every loaded server in the background (reading the configuration first if needed). */
   async start(): Promise<void> {
     if (this.loaded === null) await this.load();
-    this.apply(this.loaded!);
+    await this.apply(this.loaded!);
   }
 
   /** Re-reads the configuration: new servers start, removed ones stop, changed ones restart. */
@@ -119,7 +121,8 @@ export class McpManager {
     this.servers.clear();
   }
 
-  private apply(configs: McpServerConfig[]) {
+  private async apply(configs: McpServerConfig[]) {
+    const { McpServerConnection } = configs.length > 0 || this.servers.size > 0 ? await import("./server-connection.js") : { McpServerConnection: null };
     const started: string[] = [];
     const stopped: string[] = [];
     const restarted: string[] = [];
@@ -140,7 +143,7 @@ export class McpManager {
         void old.close();
         restarted.push(c.name);
       } else started.push(c.name);
-      const conn = new McpServerConnection(c, {
+      const conn = new McpServerConnection!(c, {
         runner: this.opts.runner,
         log: this.opts.log,
         onToolsChanged: () => this.changed(),
