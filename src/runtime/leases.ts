@@ -23,6 +23,10 @@ import type { RuntimeLogger } from "./threads.js";
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
 /** A thread is leased by another live process (or a turn of a dead one awaits the sweeper). */
+/** How long a claim waits for an owner that ended its turn to release the lease (40 × 50 ms). */
+const RELEASE_WAIT_ATTEMPTS = 40;
+const RELEASE_WAIT_MS = 50;
+
 export class LeaseHeldError extends TurnRequestError {
   constructor(readonly threadId: string) {
     super(`a turn is already running on thread ${threadId}`);
@@ -109,10 +113,17 @@ export class LeaseManager {
 
   /** Takes a free thread's lease; LeaseHeldError when a live process (or an orphaned turn) has it. */
   async acquire(threadId: string): Promise<LeasedRow> {
-    const row = await this.store.acquire(threadId, this.processId);
-    if (row === "busy") throw new LeaseHeldError(threadId);
-    if (row === "missing") throw new Error(`thread not found: ${threadId}`);
-    return row;
+    for (let attempt = 0; ; attempt++) {
+      const row = await this.store.acquire(threadId, this.processId);
+      if (row === "missing") throw new Error(`thread not found: ${threadId}`);
+      if (row !== "busy") return row;
+      // Busy with no turn in progress: the owner has ended its turn (its clients may already have
+      // turn/completed) and is giving the lease back. Wait for that, briefly, instead of telling a
+      // client that reacts at once on another process that a turn is still running.
+      const running = (await this.store.runningStatus([threadId])).has(threadId);
+      if (running || attempt >= RELEASE_WAIT_ATTEMPTS) throw new LeaseHeldError(threadId);
+      await new Promise((r) => setTimeout(r, RELEASE_WAIT_MS));
+    }
   }
 
   /** The fence, inside a recording transaction; throws LeaseLostError (the transaction aborts). */
