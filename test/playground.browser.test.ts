@@ -15,7 +15,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "./support/browser.js";
+import { closeBrowser, launchBrowser } from "./support/browser.js";
 import { BACKENDS } from "./support/db.js";
 import { REPO_ROOT } from "./support/process.js";
 import { startTurnHarness, type TurnHarness } from "./support/turns.js";
@@ -60,9 +60,9 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   });
 
   afterAll(async () => {
-    await browser?.close();
+    await closeBrowser(browser);
     await h?.close();
-  });
+  }, 120_000);
 
   it("serves the page, the script and the styles with their content types", async () => {
     for (const [file, type] of [

@@ -275,7 +275,16 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
     bufferedBytes: () => [...queues].reduce((n, q) => n + q.bufferedBytes, 0),
     close: async () => {
       for (const s of sockets) s.close(1001, "server shutting down");
-      await app.close();
+      // A peer that never answers the close frame (a hung browser) must not hold the shutdown for
+      // ws's 30 s closing timeout: after a short grace its socket is dropped.
+      const grace = setTimeout(() => {
+        for (const s of sockets) s.terminate();
+      }, 2_000);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(grace);
+      }
     },
   };
 }

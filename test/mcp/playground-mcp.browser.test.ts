@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser.js";
+import { closeBrowser, launchBrowser } from "../support/browser.js";
 import { BACKENDS } from "../support/db.js";
 import { REPO_ROOT } from "../support/process.js";
 import { startTurnHarness, type TurnHarness } from "../support/turns.js";
@@ -44,10 +44,10 @@ describe.skipIf("unavailable" in launched)("MCP in the playground", () => {
   });
 
   afterAll(async () => {
-    await (launched as { browser?: Browser }).browser?.close();
+    await closeBrowser((launched as { browser?: Browser }).browser);
     await h?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  }, 120_000);
 
   it("asks for an MCP tool call with a card; Approve Once runs it once and the item shows the result", async () => {
     await page.goto(h.ts.httpUrl);
