@@ -11,7 +11,7 @@ import type { ToolContext } from "./context.js";
 import { hostTool, type ToolAction } from "./host.js";
 import type { TurnDiffTracker } from "./diff-tracker.js";
 import { commitFileWrites, parsePatch, planPatch, type CommitHooks, type ResolvedTarget } from "./patch.js";
-import { checkPath, type PathCheck, type WorkspaceScope } from "./workspace.js";
+import { checkPath, type PathCheck } from "./workspace.js";
 
 export const ApplyPatchArgs = z.object({
   patch: z.string().describe("The patch text, from `*** Begin Patch` to `*** End Patch`."),
@@ -35,7 +35,6 @@ const DESCRIPTION = `Edits files with a patch. Format:
 Paths are relative to the workspace root. Give about 3 lines of context around each change. Every chunk must match the file, or nothing is changed.`;
 
 export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks: CommitHooks = {}): LoopTool {
-  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
 
   return hostTool(
     {
@@ -55,7 +54,7 @@ export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks
           if (h.type === "update" && h.movePath !== null) named.add(h.movePath);
         }
         const checks = new Map<string, PathCheck>();
-        for (const p of named) checks.set(p, await checkPath(scope, p, "write"));
+        for (const p of named) checks.set(p, await checkPath(ctx, p, "write"));
         const objections: string[] = [];
         const touched = new Set<string>();
         for (const [p, check] of checks) {

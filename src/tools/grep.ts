@@ -8,7 +8,7 @@ import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { checkPath, displayPath, type WorkspaceScope } from "./workspace.js";
+import { checkPath, displayPath } from "./workspace.js";
 
 export interface GrepOptions {
   maxMatches: number;
@@ -90,7 +90,6 @@ async function isBinary(file: string): Promise<boolean> {
 
 export function grepTool(ctx: ToolContext, options: Partial<GrepOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_GREP_OPTIONS, ...options };
-  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
   return defineTool({
     name: "grep",
     description: `Searches file contents with a JavaScript regular expression and returns matching lines as "file:line: text". Searches the workspace root or the given path, skipping .git, node_modules and binary files; at most ${opts.maxMatches} matches are returned.`,
@@ -108,7 +107,7 @@ export function grepTool(ctx: ToolContext, options: Partial<GrepOptions> = {}): 
         }
       }
       const target = args.path ?? ".";
-      const check = await checkPath(scope, target, "read");
+      const check = await checkPath(ctx, target, "read");
       if (!check.ok) return textOutcome(`Cannot search ${target}: ${check.reason}.`, true);
       const rootStat = await fs.stat(check.real).catch(() => null);
       if (rootStat === null) return textOutcome(`Cannot search ${target}: it does not exist.`, true);

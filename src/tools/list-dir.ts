@@ -4,7 +4,7 @@ import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { checkPath, displayPath, type WorkspaceScope } from "./workspace.js";
+import { checkPath, displayPath } from "./workspace.js";
 
 export const DEFAULT_LIST_DIR_MAX_ENTRIES = 500;
 
@@ -13,14 +13,13 @@ export const ListDirArgs = z.object({
 });
 
 export function listDirTool(ctx: ToolContext, maxEntries = DEFAULT_LIST_DIR_MAX_ENTRIES): LoopTool {
-  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
   return defineTool({
     name: "list_dir",
     description: `Lists the entries of a directory, sorted by name: directories end with "/", symbolic links with "@". At most ${maxEntries} entries are shown.`,
     schema: ListDirArgs,
     readOnly: true,
     async run(args) {
-      const check = await checkPath(scope, args.path, "read");
+      const check = await checkPath(ctx, args.path, "read");
       if (!check.ok) return textOutcome(`Cannot list ${args.path}: ${check.reason}.`, true);
       let entries;
       try {

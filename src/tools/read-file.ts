@@ -5,7 +5,7 @@ import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
-import { checkPath, type WorkspaceScope } from "./workspace.js";
+import { checkPath } from "./workspace.js";
 
 export interface ReadFileOptions {
   defaultLimit: number;
@@ -47,14 +47,13 @@ export async function looksBinary(file: string): Promise<boolean> {
 
 export function readFileTool(ctx: ToolContext, options: Partial<ReadFileOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_READ_FILE_OPTIONS, ...options };
-  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
   return defineTool({
     name: "read_file",
     description: `Reads a text file and returns its lines numbered from 1 ("<number>\\t<text>"). Use offset and limit to page through long files (default: ${opts.defaultLimit} lines from line 1). Very long lines are cut.`,
     schema: ReadFileArgs,
     readOnly: true,
     async run(args, _call, signal) {
-      const check = await checkPath(scope, args.path, "read");
+      const check = await checkPath(ctx, args.path, "read");
       if (!check.ok) return textOutcome(`Cannot read ${args.path}: ${check.reason}.`, true);
       const st = await fs.stat(check.real).catch(() => null);
       if (st === null) return textOutcome(`Cannot read ${args.path}: the file does not exist.`, true);

@@ -15,7 +15,7 @@ import { hostTool, type ToolAction } from "./host.js";
 import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
 import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
 import { SANDBOX_HELP } from "../sandbox/runner.js";
-import { checkPath, realpathLoose, type WorkspaceScope } from "./workspace.js";
+import { checkPath, realpathLoose } from "./workspace.js";
 
 export interface ShellOptions {
   defaultTimeoutMs: number;
@@ -72,7 +72,6 @@ function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampe
 
 export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
-  const scope: WorkspaceScope = ctx; // the context names the cwd and the sandbox policy the paths are checked against
 
   return hostTool(
     {
@@ -86,7 +85,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
         let cwdReal: string;
         let workdirObjection: string | null = null;
         if (args.workdir !== undefined) {
-          const check = await checkPath(scope, args.workdir, "read");
+          const check = await checkPath(ctx, args.workdir, "read");
           if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
           if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
           cwd = check.path!;

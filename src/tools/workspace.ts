@@ -19,6 +19,7 @@ import type { SandboxMode, SandboxPolicy } from "../protocol/common.js";
 
 export type Access = "read" | "write";
 
+/** What a path is checked against; a ToolContext is one (its cwd, sandbox and sandboxPolicy). */
 export interface WorkspaceScope {
   /** The thread's working directory (absolute). */
   readonly cwd: string;
