@@ -35,6 +35,8 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
                                                                              [APP_SERVER_COMMAND_ENV]
   --mcp-config FILE        MCP servers offered to the model as mcp__SERVER__TOOL, default
                            <home>/mcp.json when it exists                    [APP_SERVER_MCP_CONFIG]
+  --workers N|auto         serve from N processes sharing the port (auto: one per CPU);
+                           PostgreSQL and ws:// only                         [APP_SERVER_WORKERS]
   -h, --help               this help
 
 New threads run in the directory serve was started from unless the client sends a cwd.
@@ -179,7 +181,7 @@ async function serve(args: string[]): Promise<number> {
     process.stdout.write(HELP.serve);
     return 0;
   }
-  const log = createLogger();
+  let log = createLogger();
   let config;
   try {
     const keyFiles = loadApiKeyFiles(process.env);
@@ -190,6 +192,13 @@ async function serve(args: string[]): Promise<number> {
     log.error({}, message);
     process.stderr.write(`app-server: ${message}\n`);
     return 2;
+  }
+  let worker: typeof import("./workers.js") | undefined;
+  if (config.workers !== undefined) {
+    // --workers: this process only starts and watches the workers, which run this same command.
+    worker = await import("./workers.js");
+    if (!worker.isWorkerProcess()) return worker.runPrimary(config.workers, log);
+    log = log.child({ worker: Number(process.env.APP_SERVER_WORKER) || undefined });
   }
   // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
   routeConsoleWarnings(log);
@@ -218,7 +227,8 @@ async function serve(args: string[]): Promise<number> {
     server = await startServer({
       ...config,
       log,
-      ...(config.databaseSchema ? { database: { schema: config.databaseSchema } } : {}),
+      // The store reports through the server's log (e.g. a fresh PGlite home without a usable seed).
+      database: { log, ...(config.databaseSchema ? { schema: config.databaseSchema } : {}) },
       onStdioEnd: () => void stop("stdin closed"),
     });
   } catch (err) {
@@ -228,6 +238,10 @@ async function serve(args: string[]): Promise<number> {
     log.debug({ err }, "start-up failure details");
     process.stderr.write(`app-server: could not start: ${message}\n`);
     return 1;
+  }
+  if (worker) {
+    worker.notifyReady(server.url);
+    worker.stopWhenPrimaryGone((reason) => void stop(reason));
   }
   log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
   return done;

@@ -62,6 +62,8 @@ export interface ServerConfig {
   /** Environment variable names (or `PREFIX*`) passed to commands besides the defaults. */
   commandEnv?: string[];
   limits?: Partial<ServerLimits>;
+  /** `--workers N|auto`: serve from N processes sharing the port (PostgreSQL and WebSocket only). */
+  workers?: number;
 }
 
 export interface ServerLimits {
@@ -129,8 +131,21 @@ export const SERVE_OPTIONS = {
   bwrap: { type: "string" },
   "command-env": { type: "string", multiple: true },
   "mcp-config": { type: "string" },
+  workers: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
+
+/** Upper bound of --workers: far beyond any useful count, low enough that a typo cannot fork-bomb. */
+export const MAX_WORKERS = 64;
+
+/** `auto` = the CPUs this process may use (os.availableParallelism). */
+export function parseWorkers(raw: string, source = "--workers"): number {
+  if (raw === "auto") return Math.min(os.availableParallelism(), MAX_WORKERS);
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1 || n > MAX_WORKERS)
+    throw new ConfigError(`invalid ${source}: ${raw} (expected auto or a number of processes from 1 to ${MAX_WORKERS})`);
+  return n;
+}
 
 function positiveInt(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined || raw === "") return undefined;
@@ -284,6 +299,14 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   } catch (err) {
     if (values.listen === undefined && err instanceof ConfigError) throw new ConfigError(err.message.replace("--listen", "APP_SERVER_LISTEN"));
     throw err;
+  }
+  const workers = values.workers ?? env.APP_SERVER_WORKERS;
+  if (workers !== undefined) {
+    const source = values.workers !== undefined ? "--workers" : "APP_SERVER_WORKERS";
+    config.workers = parseWorkers(workers, source);
+    if (listen.kind === "stdio") throw new ConfigError(`${source} needs a WebSocket --listen: stdio is one client on one process`);
+    if (!databaseUrl)
+      throw new ConfigError(`${source} needs PostgreSQL (--database-url or DATABASE_URL): the embedded PGlite database belongs to one process`);
   }
   if (listen.kind === "ws" && !isLoopback(listen.host) && !config.authToken && !config.insecureNoAuth)
     throw new ConfigError(

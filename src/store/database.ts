@@ -3,16 +3,31 @@
  * embedded PGlite (data under the home directory) reached through pglite-socket, so that the
  * same postgres.js code and SQL serve both (DESIGN.md §6).
  */
-import { mkdir } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import postgres, { type Sql } from "postgres";
 import { lockDirectory } from "./dir-lock.js";
-import { runMigrations } from "./migrate.js";
+import { MIGRATIONS_DIR, runMigrations } from "./migrate.js";
+import { readSeed, SEED_FILE, unpackSeed } from "./pglite-seed.js";
 
 export interface Database {
   readonly kind: "postgres" | "pglite";
   readonly sql: Sql;
+  /** PGlite: how a new data directory was made ("seed" or "initdb"); "existing" otherwise. */
+  readonly pgliteStart?: "existing" | "seed" | "initdb" | "loadDataDir";
+  /** PGlite only: a dump of the data directory (the build writes the seed with it). */
+  dumpDataDir?(): Promise<Blob>;
   close(): Promise<void>;
+}
+
+export interface DatabaseLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
 }
 
 export interface OpenDatabaseOptions {
@@ -22,12 +37,24 @@ export interface OpenDatabaseOptions {
   dataDir?: string;
   /** PGlite only: start from this data-dir dump instead of running initdb (test fixtures). */
   loadDataDir?: Blob;
+  /**
+   * PGlite only: a new data directory starts from this pre-initialised, migrated dump (default
+   * dist/pglite-seed.tar.gz, written by `npm run build`); false: run initdb. Not used with
+   * `migrate: false` (the seed is migrated) or with loadDataDir.
+   */
+  seedFile?: string | false;
+  /** Where the seed's fallback (initdb) is reported; default: a process warning. */
+  log?: DatabaseLogger;
+  /** The migrations to apply (default migrations/ of this installation). */
+  migrationsDir?: string;
   /** Postgres only: use this schema (created if missing). Tests give each case its own. */
   schema?: string;
   /** Postgres pool size. */
   maxConnections?: number;
   migrate?: boolean;
 }
+
+const execFileAsync = promisify(execFile);
 
 // Rows come back camelCased (created_at_ms → createdAtMs) so records map 1:1 to TS types.
 const quiet = { onnotice: () => {}, transform: { column: { from: postgres.toCamel } } };
@@ -40,7 +67,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database>
   const db = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts) : await openPglite(opts);
   if (opts.migrate !== false) {
     try {
-      await runMigrations(db.sql);
+      await runMigrations(db.sql, opts.migrationsDir ?? MIGRATIONS_DIR);
     } catch (err) {
       await db.close();
       throw err;
@@ -73,6 +100,52 @@ async function openPostgres(url: string, opts: OpenDatabaseOptions): Promise<Dat
   return { kind: "postgres", sql, close: () => sql.end({ timeout: 5 }) };
 }
 
+/** How a missing data directory is made: the caller's dump, the seed, or initdb. */
+async function initialData(pgdata: string, opts: OpenDatabaseOptions): Promise<{ how: "existing" | "seed" | "initdb" | "loadDataDir"; data?: Blob }> {
+  // A crash while a seed was being unpacked leaves only pgdata.unpacking (removed by the next unpack).
+  if (existsSync(path.join(pgdata, "PG_VERSION"))) return { how: "existing" };
+  if (opts.loadDataDir) return { how: "loadDataDir", data: opts.loadDataDir };
+  const seedFile = opts.seedFile ?? SEED_FILE;
+  if (seedFile === false || opts.migrate === false) return { how: "initdb" };
+  const seed = await readSeed(seedFile);
+  if (seed.ok) {
+    // Something in a directory without PG_VERSION is not ours to replace: PGlite decides, as before.
+    if ((await readdir(pgdata).catch(() => [])).length > 0) return { how: "initdb" };
+    try {
+      await rm(pgdata, { recursive: true, force: true });
+      unpackSeed(seed.data, pgdata);
+      return { how: "seed" };
+    } catch (err) {
+      warn(opts, { seedFile, reason: (err as Error).message }, "the PGlite seed could not be unpacked: creating the database with initdb (a few seconds, once)");
+      return { how: "initdb" };
+    }
+  }
+  warn(opts, { seedFile, reason: seed.reason }, "no usable PGlite seed: creating the database with initdb (a few seconds, once)");
+  return { how: "initdb" };
+}
+
+/**
+ * initdb in a short-lived child process. PGlite runs initdb in a second WASM instance, and a process
+ * that ran it kept ~800 MB RSS for its whole life (closing and reopening PGlite in-process still
+ * left ~650 MB: V8 does not give the old WASM memories back); the server then opens the finished
+ * directory like any existing home (~300 MB). If the child cannot run, PGlite runs initdb here.
+ */
+async function initdbInChild(pgdata: string, opts: OpenDatabaseOptions): Promise<void> {
+  const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
+  const code = `require(${JSON.stringify(entry)}).PGlite.create(${JSON.stringify(pgdata)}).then((pg) => pg.close()).then(() => process.exit(0), (e) => { process.stderr.write(String(e && e.message || e)); process.exit(1); })`;
+  try {
+    await execFileAsync(process.execPath, ["-e", code], { env: { ...process.env, NODE_OPTIONS: "" }, maxBuffer: 1 << 20 });
+  } catch (err) {
+    warn(opts, { error: (err as { stderr?: string }).stderr || (err as Error).message }, "initdb in a child process failed: running it in this process");
+    await rm(pgdata, { recursive: true, force: true });
+  }
+}
+
+function warn(opts: OpenDatabaseOptions, obj: object, msg: string): void {
+  if (opts.log) opts.log.warn(obj, msg);
+  else process.emitWarning(`${msg}: ${JSON.stringify(obj)}`);
+}
+
 async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
   if (!opts.dataDir) throw new Error("embedded database needs a data directory");
   await mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
@@ -82,25 +155,62 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
     const { PGlite } = await import("@electric-sql/pglite");
     const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
     const pgdata = path.join(opts.dataDir, "pgdata");
-    const pg = await PGlite.create(pgdata, opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {});
+    let start = await initialData(pgdata, opts);
+    if (start.how === "initdb") await initdbInChild(pgdata, opts);
+    let pg;
+    try {
+      pg = await PGlite.create(pgdata, start.data ? { loadDataDir: start.data } : {});
+    } catch (err) {
+      if (start.how !== "seed") throw err;
+      // The directory did not exist before (no PG_VERSION): what the failed load left is ours to remove.
+      warn(opts, { error: (err as Error).message }, "the PGlite seed could not be loaded: creating the database with initdb (a few seconds, once)");
+      await rm(pgdata, { recursive: true, force: true });
+      start = { how: "initdb" };
+      await initdbInChild(pgdata, opts);
+      pg = await PGlite.create(pgdata);
+    }
     // PGlite is a single session: one postgres.js connection (max 1) and one spare socket slot.
     // It listens on loopback on a random port; nothing else on the machine knows the port.
     const server = new PGLiteSocketServer({ db: pg, host: "127.0.0.1", port: 0, maxConnections: 2 });
     await server.start();
     const [host, port] = server.getServerConn().split(":");
     const sql = postgres({ host, port: Number(port), user: "postgres", database: "postgres", max: 1, ...quiet, types });
+    const db = pg;
     return {
       kind: "pglite",
       sql,
+      pgliteStart: start.how,
+      dumpDataDir: () => db.dumpDataDir("none"),
       close: async () => {
         await sql.end({ timeout: 5 }).catch(() => {});
         await server.stop().catch(() => {});
-        await pg.close().catch(() => {});
+        await db.close().catch(() => {});
         unlock();
       },
     };
   } catch (err) {
     unlock();
     throw err;
+  }
+}
+
+/**
+ * A dump of a new data directory with every migration (of `migrationsDir`) applied: the seed
+ * `npm run build` ships (scripts/pglite-seed.mjs).
+ */
+export async function createPgliteDump(migrationsDir = MIGRATIONS_DIR): Promise<{ dump: Blob; migrations: string[] }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "aas-seed-"));
+  try {
+    const db = await openDatabase({ dataDir: dir, seedFile: false, migrate: false });
+    try {
+      const migrations = await runMigrations(db.sql, migrationsDir);
+      // A checkpoint first: the dump then holds the tables in their files, not only in the WAL.
+      await db.sql`checkpoint`;
+      return { dump: await db.dumpDataDir!(), migrations };
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,154 @@
+/**
+ * The pre-initialised PGlite data directory (issue 16). A fresh home's first start used to run
+ * initdb: 3.3–3.7 s, and the process kept ~800 MB RSS for its life. `npm run build` (which
+ * `npm ci` runs through `prepare`) writes a dump of an initdb'd, migrated data directory into
+ * dist/ once; a fresh home loads it instead (PGlite's `loadDataDir`). Migrations newer than the
+ * dump still run at open, as on any existing home.
+ *
+ * The seed is unpacked into the new data directory here (a few ms of file writes), and PGlite then
+ * opens it like any existing home: handing the dump to PGlite's `loadDataDir` instead kept ~100 MB
+ * more RSS (its copies of the 40 MB tarball stayed referenced).
+ *
+ * The dump is gzip-compressed (~4.5 MB instead of ~40 MB in the package); gzip's CRC also makes a
+ * damaged file fail to load instead of producing a damaged database. A manifest next to it says
+ * which PGlite made it: a data directory of another PGlite version is not used.
+ */
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { gunzip as gunzipCb, gzip as gzipCb } from "node:zlib";
+
+const gunzip = promisify(gunzipCb);
+const gzip = promisify(gzipCb);
+
+/** dist/pglite-seed.tar.gz of this installation (src/ and dist/ modules both resolve to it). */
+export const SEED_FILE = fileURLToPath(new URL("../../dist/pglite-seed.tar.gz", import.meta.url));
+
+export interface SeedManifest {
+  /** The @electric-sql/pglite version that wrote the data directory. */
+  pglite: string;
+  /** Migrations applied in the dump, in order. */
+  migrations: string[];
+  /** sha256 of the migration files' names and contents: the build rewrites the seed when they change. */
+  migrationsHash: string;
+}
+
+export const manifestFileOf = (seedFile: string) => seedFile.replace(/\.tar\.gz$/, "") + ".json";
+
+let version: string | undefined;
+/** The installed PGlite's version (its package.json is not exported, so found next to its entry). */
+export function pgliteVersion(): string {
+  if (version) return version;
+  let dir = path.dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite"));
+  for (;;) {
+    try {
+      const pkg = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "@electric-sql/pglite" && pkg.version) return (version = pkg.version);
+    } catch {
+      /* not this directory */
+    }
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error("cannot find @electric-sql/pglite's package.json");
+    dir = up;
+  }
+}
+
+export async function migrationsHash(dir: string): Promise<{ names: string[]; hash: string }> {
+  const names = (await readdir(dir)).filter((f) => f.endsWith(".sql")).sort();
+  const h = createHash("sha256");
+  for (const name of names) h.update(`${name}\0`).update(await readFile(path.join(dir, name))).update("\0");
+  return { names, hash: h.digest("hex") };
+}
+
+export type SeedResult = { ok: true; data: Buffer; manifest: SeedManifest } | { ok: false; reason: string };
+
+/** The seed, or why it cannot be used (missing, unreadable, damaged, another PGlite version). */
+export async function readSeed(seedFile: string): Promise<SeedResult> {
+  let manifest: SeedManifest;
+  try {
+    manifest = JSON.parse(await readFile(manifestFileOf(seedFile), "utf8")) as SeedManifest;
+  } catch (err) {
+    return { ok: false, reason: `no usable seed manifest ${manifestFileOf(seedFile)} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  const installed = pgliteVersion();
+  if (manifest.pglite !== installed) return { ok: false, reason: `seed made by PGlite ${manifest.pglite}, installed ${installed}` };
+  let packed: Buffer;
+  try {
+    packed = await readFile(seedFile);
+  } catch (err) {
+    return { ok: false, reason: `cannot read seed ${seedFile} (${(err as NodeJS.ErrnoException).code ?? "error"})` };
+  }
+  try {
+    // Decompressed here (zlib, off the main thread) rather than by PGlite, and checked on the way.
+    return { ok: true, data: await gunzip(packed), manifest };
+  } catch (err) {
+    return { ok: false, reason: `damaged seed ${seedFile} (${(err as Error).message})` };
+  }
+}
+
+/** Writes the seed and its manifest (each through a temporary file: a reader never sees half). */
+export async function writeSeed(seedFile: string, dump: Blob, manifest: SeedManifest): Promise<void> {
+  const packed = await gzip(Buffer.from(await dump.arrayBuffer()), { level: 9 });
+  await writeFile(seedFile + ".tmp", packed);
+  await rename(seedFile + ".tmp", seedFile);
+  const manifestFile = manifestFileOf(seedFile);
+  await writeFile(manifestFile + ".tmp", JSON.stringify(manifest, null, 2) + "\n");
+  await rename(manifestFile + ".tmp", manifestFile);
+}
+
+const field = (block: Buffer, start: number, length: number) => {
+  const raw = block.subarray(start, start + length);
+  const end = raw.indexOf(0);
+  return raw.subarray(0, end === -1 ? length : end).toString("utf8");
+};
+const octal = (block: Buffer, start: number, length: number) => {
+  const text = field(block, start, length).trim();
+  if (!/^[0-7]+$/.test(text)) throw new Error(`bad number in tar header: ${JSON.stringify(text)}`);
+  return Number.parseInt(text, 8);
+};
+
+/**
+ * Unpacks PGlite's dump (a ustar archive of the data directory: regular files and directories
+ * only) into `dir`, which must not exist. It is written next to `dir` and renamed into place, so
+ * a crash half-way never leaves a data directory that looks complete (PG_VERSION present).
+ */
+export function unpackSeed(tar: Buffer, dir: string): void {
+  const tmp = `${dir}.unpacking`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true, mode: 0o700 });
+  try {
+    let offset = 0;
+    let files = 0;
+    while (offset + 512 <= tar.length) {
+      const header = tar.subarray(offset, offset + 512);
+      if (header.every((b) => b === 0)) break; // end of archive
+      let sum = 0;
+      for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : header[i]!;
+      if (sum !== octal(header, 148, 8)) throw new Error(`bad tar header checksum at byte ${offset}`);
+      const prefix = field(header, 345, 155);
+      const name = (prefix ? `${prefix}/` : "") + field(header, 0, 100);
+      const size = octal(header, 124, 12);
+      const type = String.fromCharCode(header[156]!);
+      const target = path.resolve(tmp, `./${name}`);
+      if (target !== tmp && !target.startsWith(tmp + path.sep)) throw new Error(`tar entry outside the directory: ${name}`);
+      offset += 512;
+      if (offset + size > tar.length) throw new Error(`truncated tar entry ${name}`);
+      if (type === "5") mkdirSync(target, { recursive: true, mode: 0o700 });
+      else if (type === "0" || type === "\0") {
+        mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
+        writeFileSync(target, tar.subarray(offset, offset + size), { mode: 0o600 });
+        files++;
+      } else throw new Error(`unsupported tar entry type ${JSON.stringify(type)} (${name})`);
+      offset += Math.ceil(size / 512) * 512;
+    }
+    if (files === 0) throw new Error("empty seed archive");
+    renameSync(tmp, dir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The pre-initialised PGlite data directory (issue 16, src/store/pglite-seed.ts): a fresh home
+ * starts from the seed and has every migration; a seed older than the newest migration gets it at
+ * open; a damaged or missing seed falls back to initdb with a log line (and still migrates).
+ */
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { gzipSync } from "node:zlib";
+import { afterAll, describe, expect, it } from "vitest";
+import { openDatabase, type DatabaseLogger } from "../src/store/database.js";
+import { MIGRATIONS_DIR } from "../src/store/migrate.js";
+import { manifestFileOf, migrationsHash, pgliteVersion, readSeed, unpackSeed, writeSeed } from "../src/store/pglite-seed.js";
+import { freshDatabase } from "./support/db.js";
+
+const TIMEOUT = 240_000;
+const tmp = await mkdtemp(path.join(os.tmpdir(), "aas-seed-test-"));
+afterAll(() => rm(tmp, { recursive: true, force: true }));
+
+const allMigrations = async () => (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
+
+/** A seed made like the build's, from `migrationsDir` (the blank test template instead of an initdb of its own). */
+async function makeSeed(name: string, migrationsDir: string): Promise<string> {
+  const fresh = await freshDatabase("pglite");
+  try {
+    const db = await openDatabase({ ...fresh.options, migrationsDir });
+    try {
+      const { names, hash } = await migrationsHash(migrationsDir);
+      const file = path.join(tmp, `${name}.tar.gz`);
+      await writeSeed(file, await db.dumpDataDir!(), { pglite: pgliteVersion(), migrations: names, migrationsHash: hash });
+      return file;
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await fresh.cleanup();
+  }
+}
+
+function recordingLog(): DatabaseLogger & { lines: { obj: object; msg: string }[] } {
+  const lines: { obj: object; msg: string }[] = [];
+  return { lines, info: (obj, msg) => lines.push({ obj, msg }), warn: (obj, msg) => lines.push({ obj, msg }) };
+}
+
+async function openFresh(seedFile: string, log: DatabaseLogger) {
+  const dataDir = await mkdtemp(path.join(tmp, "home-"));
+  const db = await openDatabase({ dataDir: path.join(dataDir, "pglite"), seedFile, log });
+  const migrations = (await db.sql<{ name: string }[]>`select name from schema_migrations order by name`).map((r) => r.name);
+  // The schema is there, not only its bookkeeping.
+  expect((await db.sql<{ n: number }[]>`select count(*)::int as n from threads`)[0]!.n).toBe(0);
+  return { db, migrations };
+}
+
+describe("PGlite seed", () => {
+  it("a fresh home starts from the seed and has every migration", async () => {
+    const seed = await makeSeed("full", MIGRATIONS_DIR);
+    const log = recordingLog();
+    const { db, migrations } = await openFresh(seed, log);
+    try {
+      expect(db.pgliteStart).toBe("seed");
+      expect(migrations).toEqual(await allMigrations());
+      expect(log.lines).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  }, TIMEOUT);
+
+  it("a seed without the newest migration: the home gets it at open", async () => {
+    const files = await allMigrations();
+    const older = path.join(tmp, "older-migrations");
+    await mkdir(older);
+    for (const f of files.slice(0, -1)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(older, f));
+    const seed = await makeSeed("older", older);
+    const read = await readSeed(seed);
+    expect(read.ok && read.manifest.migrations).toEqual(files.slice(0, -1));
+    const { db, migrations } = await openFresh(seed, recordingLog());
+    try {
+      expect(db.pgliteStart).toBe("seed");
+      expect(migrations).toEqual(files);
+    } finally {
+      await db.close();
+    }
+  }, TIMEOUT);
+
+  it("a damaged seed falls back to initdb with a log line, and the home is complete", async () => {
+    const seed = await makeSeed("damaged", MIGRATIONS_DIR);
+    // Cut the archive in half: gzip notices (its length and CRC).
+    const bytes = await readFile(seed);
+    await writeFile(seed, bytes.subarray(0, bytes.length >> 1));
+    const log = recordingLog();
+    const { db, migrations } = await openFresh(seed, log);
+    try {
+      expect(db.pgliteStart).toBe("initdb");
+      expect(migrations).toEqual(await allMigrations());
+      expect(log.lines.map((l) => l.msg)).toEqual([expect.stringMatching(/no usable PGlite seed: creating the database with initdb/)]);
+      expect(JSON.stringify(log.lines[0]!.obj)).toMatch(/damaged seed/);
+    } finally {
+      await db.close();
+    }
+  }, TIMEOUT);
+
+  it("a missing seed, a seed of another PGlite version, an archive escaping its directory: not used", async () => {
+    const missing = await readSeed(path.join(tmp, "nothing.tar.gz"));
+    expect(missing).toMatchObject({ ok: false, reason: expect.stringMatching(/no usable seed manifest/) });
+
+    const other = path.join(tmp, "other.tar.gz");
+    await writeFile(other, gzipSync(Buffer.alloc(1024)));
+    await writeFile(manifestFileOf(other), JSON.stringify({ pglite: "0.0.1", migrations: [], migrationsHash: "" }));
+    expect(await readSeed(other)).toMatchObject({ ok: false, reason: expect.stringMatching(/PGlite 0\.0\.1/) });
+
+    // A tar entry named ../escape (checksum correct) is refused and nothing is left behind.
+    const header = Buffer.alloc(512);
+    header.write("../escape", 0);
+    header.write("0000600\0", 100);
+    header.write("00000000000\0", 124);
+    header.write("0", 156);
+    header.write("ustar\0", 257);
+    let sum = 0;
+    for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : header[i]!;
+    header.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+    const target = path.join(tmp, "escape-test", "pgdata");
+    await mkdir(path.dirname(target));
+    expect(() => unpackSeed(Buffer.concat([header, Buffer.alloc(1024)]), target)).toThrow(/outside the directory/);
+    expect(await readdir(path.dirname(target))).toEqual([]);
+  });
+});
