@@ -4,7 +4,8 @@ import type { UserMessage } from "../agent/messages.js";
 import type { UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
-import type { ActiveTurnHandle } from "./threads.js";
+import type { TransactionSql } from "postgres";
+import type { ActiveTurnHandle, ThreadEvent } from "./threads.js";
 
 export interface StreamingItem {
   id: string;
@@ -42,6 +43,36 @@ export class ActiveTurn implements ActiveTurnHandle {
   readonly alreadyRecorded = new Set<string>();
   /** Completed items whose record could not be written (retried once more when the turn ends). */
   readonly unrecorded = new Map<string, ThreadItem>();
+  /** An early-published item/started that could not be recorded: the turn fails with it (turn-stream.ts). */
+  recordError: unknown = null;
+  /**
+   * The last model message's record when no tool call follows it: held for the next transaction
+   * (usually the end of the turn, so a message-only turn ends with one transaction, turn-end.ts).
+   * `items`: the items it completes, in order (the turn/completed summary reads them from here).
+   */
+  deferred: {
+    events: ThreadEvent[];
+    /** `end`: the end of the turn's change to the thread row, made by the same UPDATE. */
+    write: (tx: TransactionSql, end?: { systemError: boolean; updatedAtMs: number }) => Promise<void>;
+    items: ThreadItem[];
+  } | null = null;
+  /**
+   * The turn's user and agent messages as recorded, by id, with their ordinals: what turn/completed
+   * summarises (turn-view.ts) without reading the items back. Null when not all of them passed
+   * through this process (a turn restored after a restart): then they are read from the store.
+   */
+  messages: Map<string, { ordinal: number; item: ThreadItem }> | null = new Map();
+  /** Notes an item recorded as started (with its ordinal) or completed (keeping the ordinal). */
+  noteItem(item: ThreadItem, ordinal?: number): void {
+    if (!this.messages || (item.type !== "userMessage" && item.type !== "agentMessage")) return;
+    const known = ordinal ?? this.messages.get(item.id)?.ordinal;
+    if (known === undefined) this.messages = null; // completed but never seen starting: ask the store
+    else this.messages.set(item.id, { ordinal: known, item });
+  }
+  /** The noted messages in turn order, or null (read them from the store). */
+  knownMessages(): ThreadItem[] | null {
+    return this.messages ? [...this.messages.values()].sort((a, b) => a.ordinal - b.ordinal).map((m) => m.item) : null;
+  }
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   /** False once the turn is ending: turn/steer is refused from then on. */

@@ -8,11 +8,12 @@
  */
 import type { TransactionSql } from "postgres";
 import type { ThreadItem } from "../protocol/items.js";
-import type { ItemRecord } from "../store/records.js";
+import type { ItemRecord, StoredEvent } from "../store/records.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
 import { startedCallsOf } from "./history-log.js";
 import type { TurnDeps } from "./turn-deps.js";
-import type { LoadedThread } from "./threads.js";
+import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import { itemRef } from "../store/event-refs.js";
 
 /** Attempts at recording an item's completion before the storage error propagates. */
 const COMPLETE_ATTEMPTS = 3;
@@ -23,10 +24,30 @@ export class ItemRecorder {
   async started(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
     const now = Date.now();
     const ordinal = turn.nextItemOrdinal++;
+    turn.noteItem(item, ordinal);
     await this.deps.runtime.commit(
       thread,
       [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
       (tx) => this.write(tx, thread, turn, item, ordinal, "inProgress", now),
+    );
+  }
+
+  /**
+   * item/started of a streamed item (agentMessage, reasoning), published at once while its record
+   * commits in the background (ThreadRuntime.commitEarly): the item's first delta does not wait for
+   * a commit. Nothing has happened yet that the record must precede (unlike a tool item, which is
+   * recorded before the tool runs). If the record fails, `turn.recordError` is set at once and the promise rejects (the turn then fails).
+   */
+  startedEarly(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
+    const now = Date.now();
+    const ordinal = turn.nextItemOrdinal++;
+    turn.noteItem(item, ordinal);
+    return this.deps.runtime.commitEarly(
+      thread,
+      [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
+      // One statement: the row and the event announcing it.
+      (tx, events) => this.write(tx, thread, turn, item, ordinal, "inProgress", now, events),
+      (err) => (turn.recordError ??= err),
     );
   }
 
@@ -36,12 +57,13 @@ export class ItemRecorder {
         const now = Date.now();
         await this.deps.runtime.commit(
           thread,
-          items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
-          async (tx) => {
-            for (const item of items) await this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now);
-          },
+          items.map((item) => completedEvent(thread, turn, item, item.completedAtMs ?? now)),
+          (tx) => inIssueOrder(items.map((item) => this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now))),
         );
-        for (const item of items) turn.unrecorded.delete(item.id);
+        for (const item of items) {
+          turn.unrecorded.delete(item.id);
+          turn.noteItem(item);
+        }
         return;
       } catch (err) {
         // Kept so the end of the turn can try once more (the item is "recorded as well as possible").
@@ -55,10 +77,13 @@ export class ItemRecorder {
 
   /** Inserts an item row (already complete when `status` is not inProgress) in the caller's transaction. */
   insert(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, status: string, now: number): Promise<void> {
-    return this.write(tx, thread, turn, item, turn.nextItemOrdinal++, status, now);
+    const ordinal = turn.nextItemOrdinal++;
+    turn.noteItem(item, ordinal);
+    return this.write(tx, thread, turn, item, ordinal, status, now);
   }
 
-  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
+  /** `events`: stored by the same statement (they announce this row). */
+  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number, events: StoredEvent[] = []): Promise<void> {
     const callId = currentCall.getStore() ?? null;
     const record: ItemRecord = {
       id: item.id,
@@ -75,6 +100,15 @@ export class ItemRecorder {
     };
     // From now on a missing result for this call means "outcome unknown", not "not executed".
     if (callId !== null) startedCallsOf(thread).add(callId);
-    return this.deps.turns.insertItem(tx, { ...record, callId });
+    return this.deps.turns.insertItem(tx, { ...record, callId }, events);
   }
+}
+
+/**
+ * item/completed for an item whose row is completed with this very payload in the same
+ * transaction: stored as a reference to the row (the text is stored once, event-refs.ts).
+ */
+export function completedEvent(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, completedAtMs: number): ThreadEvent {
+  const params = { item, threadId: thread.id, turnId: turn.id, completedAtMs };
+  return { method: "item/completed", params, stored: { params: { ...params, item: itemRef(item) }, itemIds: [item.id] } };
 }

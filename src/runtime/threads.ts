@@ -59,6 +59,23 @@ export class ThreadNotFoundError extends Error {
 export interface ThreadEvent {
   method: ServerNotificationMethod;
   params: Record<string, unknown>;
+  /** How it is stored when that differs: params referring to item rows instead of repeating them (event-refs.ts). */
+  stored?: { params: Record<string, unknown>; itemIds: string[] };
+}
+
+/** An early event whose transaction failed, written (its events included) by the thread's next transaction. */
+interface Carried {
+  write: (tx: TransactionSql) => Promise<void>;
+  reservation: number | null;
+}
+
+/** A write that also stores the events announcing it (e.g. in the same statement, see TurnStore.insertItem). */
+export type WriteWithEvents = (tx: TransactionSql, events: StoredEvent[]) => Promise<void>;
+
+/** Awaits every statement of a pipelined batch; throws the first failure in issue order. */
+export async function inIssueOrder(statements: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(statements);
+  for (const r of results) if (r.status === "rejected") throw r.reason;
 }
 
 export class LoadedThread {
@@ -86,9 +103,23 @@ export class LoadedThread {
   deliveredSeq = -1;
   /** Created by this process: only its creator cleans an ephemeral thread away. */
   createdHere = false;
-  /** Serialises commits so notifications leave in `seq` order. */
+  /** Serialises publication (and steps that must see it, e.g. attach) so notifications leave in `seq` order. */
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
+  /**
+   * Serialises the recording transactions in stamp order. Apart from `pipeline`: a publication
+   * waits for its own transaction, but an early-published event (`commitEarly`) does not, so its
+   * deltas flow while it commits.
+   */
+  private commits: Promise<void> = Promise.resolve();
+  private committing = 0;
+  /** Recorded writes of an early event whose transaction failed: the next transaction writes them first. */
+  carry: Carried[] = [];
+  /**
+   * Relays to other processes wait here while an early event is uncommitted: a listener must not
+   * deliver a delta (raising its delivered seq) before it can read the event below it from the log.
+   */
+  relayHold: Promise<void> | null = null;
 
   constructor(
     public record: ThreadRecord,
@@ -113,13 +144,30 @@ export class LoadedThread {
     return run.finally(() => this.inFlight--);
   }
 
+  /** Runs a recording transaction after every earlier one of this thread (failures do not break the chain). */
+  inOrder<T>(tx: () => Promise<T>): Promise<T> {
+    this.committing++;
+    const run = this.commits.then(tx);
+    this.commits = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run.finally(() => this.committing--);
+  }
+
+  /** Settles once every transaction queued so far has settled. */
+  committed(): Promise<void> {
+    return this.commits;
+  }
+
+  /** Nothing waits to be published (a delta may go out at once). */
   get idle(): boolean {
     return this.inFlight === 0;
   }
 
-  /** Steps queued or running (a release step checks it is the last one). */
+  /** Steps and transactions queued or running (a release step checks it is the last one). */
   get queued(): number {
-    return this.inFlight;
+    return this.inFlight + this.committing;
   }
 }
 
@@ -182,24 +230,9 @@ export class ThreadRuntime {
     // Seq numbers and writes only under the thread's lease (taken here when not held).
     if (this.cluster && !thread.lease) await this.claim(thread);
     const lease = thread.lease;
-    const now = Date.now();
-    const stamped: StoredEvent[] = events.map((e) => {
-      const seq = thread.seq.next();
-      return { seq, method: e.method, params: { ...e.params, seq }, emittedAtMs: now };
-    });
+    const stamped = this.stamp(thread, events);
     const reservation = thread.seq.reservationNeeded();
-    const committed = thread.enqueue(async () => {
-      const t0 = performance.now();
-      await this.store.transaction(async (tx) => {
-        // The fence first: a process that lost the lease writes nothing (the transaction aborts).
-        if (lease && !opts.creating) await this.cluster!.leases.fence(tx, thread.id, lease.epoch, reservation ?? 0);
-        if (write) await write(tx);
-        if (lease && opts.creating) await this.cluster!.leases.fence(tx, thread.id, lease.epoch, reservation ?? 0);
-        await this.store.insertEvents(tx, thread.id, stamped);
-        if (!lease && reservation !== null) await this.store.reserveSeq(tx, thread.id, reservation);
-      });
-      this.onCommit?.((performance.now() - t0) / 1000);
-    });
+    const committed = this.record(thread, { lease, reservation, stamped, write, creating: opts.creating ?? false, early: false });
     committed.catch((err) => {
       if (err instanceof LeaseLostError) this.leaseLost(thread);
     });
@@ -210,12 +243,137 @@ export class ThreadRuntime {
       // The stored emittedAtMs goes out live too, so a replayed copy is identical to the live one.
       for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo, e.emittedAtMs);
       const last = stamped[stamped.length - 1];
-      if (last) this.cluster?.fanout?.committed(thread.id, last.seq);
-      else this.cluster?.fanout?.requestsChanged(thread.id); // a pending request recorded or cleared
+      const fanout = this.cluster?.fanout;
+      if (fanout) this.relay(thread, () => (last ? fanout.committed(thread.id, last.seq) : fanout.requestsChanged(thread.id)), true);
     }).catch(() => {});
     await committed;
     if (lease) this.releaseIfIdle(thread);
     return stamped;
+  }
+
+  /**
+   * Records `events` like `commit`, but publishes them at once — after whatever is still waiting
+   * to be published, never before — while their transaction commits in the background: the first
+   * delta of an item does not wait for its item/started to commit. Order is kept: later durable
+   * events commit after this transaction and are published only after their own commit; a resume
+   * (`attach`) waits for every queued transaction before it reads the log; other processes hear of
+   * these events, and of the deltas after them, only once they are committed (`relay`).
+   *
+   * If the transaction fails, what was published is not lost from the record: the thread's next
+   * transaction writes it first, with its original seq and time (`carry`), so the log still equals
+   * what clients were sent. The returned promise rejects; the caller fails its turn.
+   */
+  commitEarly(thread: LoadedThread, events: ThreadEvent[], write: WriteWithEvents, onError?: (err: unknown) => void): Promise<void> {
+    if (this.cluster && !thread.lease) {
+      // Only a running turn records early, under its lease: without it, it lost the thread.
+      const err = new LeaseLostError(thread.id);
+      onError?.(err);
+      return Promise.reject(err);
+    }
+    const lease = thread.lease;
+    const stamped = this.stamp(thread, events);
+    const reservation = thread.seq.reservationNeeded();
+    const committed = this.record(thread, { lease, reservation, stamped, writeWithEvents: write, creating: false, early: true, onError });
+    committed.catch((err) => {
+      if (err instanceof LeaseLostError) this.leaseLost(thread);
+      else this.log.error({ err, threadId: thread.id }, "could not record an early-published event; the next transaction records it");
+    });
+    const publish = () => {
+      for (const e of stamped) this.deliver(thread, e.method, e.params, undefined, e.emittedAtMs);
+    };
+    if (thread.idle) publish();
+    else void thread.enqueue(async () => publish()).catch(() => {});
+    const fanout = this.cluster?.fanout;
+    const last = stamped[stamped.length - 1];
+    if (fanout && last) {
+      // Relays after this wait for the commit; a failed one drops the deltas relayed behind it
+      // (another process's client then sees the item from its item/completed, as after a gap).
+      const hold = (thread.relayHold ?? Promise.resolve()).then(() => committed).then(() => fanout.committed(thread.id, last.seq));
+      this.setRelayHold(thread, hold);
+    }
+    return committed;
+  }
+
+  /**
+   * Sends a relay to other processes now, or after the held ones (an early event not yet
+   * committed). `always`: also when a held commit failed (a committed event's wake-up: the log
+   * holds everything below it by then).
+   */
+  private relay(thread: LoadedThread, send: () => void, always = false): void {
+    if (!thread.relayHold) return send();
+    this.setRelayHold(thread, thread.relayHold.then(send, always ? send : (err: unknown) => Promise.reject(err)));
+  }
+
+  private setRelayHold(thread: LoadedThread, hold: Promise<void>): void {
+    hold.catch(() => {});
+    thread.relayHold = hold;
+    const clear = () => {
+      if (thread.relayHold === hold) thread.relayHold = null;
+    };
+    void hold.then(clear, clear);
+  }
+
+  /** Seq numbers and the emission time for events about to be recorded. */
+  private stamp(thread: LoadedThread, events: ThreadEvent[]): StoredEvent[] {
+    const now = Date.now();
+    return events.map((e) => {
+      const seq = thread.seq.next();
+      const stamped: StoredEvent = { seq, method: e.method, params: { ...e.params, seq }, emittedAtMs: now };
+      if (e.stored) stamped.stored = { params: { ...e.stored.params, seq }, itemIds: e.stored.itemIds };
+      return stamped;
+    });
+  }
+
+  /**
+   * The recording transaction of `stamped` (after every earlier one of the thread). Its
+   * statements are pipelined: issued without waiting for each other's answers (postgres.js sends
+   * them on the transaction's connection back to back), so a transaction costs about three round
+   * trips (begin, statements, commit) whatever its size. Errors are reported in the order the
+   * statements were issued (the fence's lease error first).
+   */
+  private record(
+    thread: LoadedThread,
+    r: {
+      lease: { epoch: number } | null;
+      reservation: number | null;
+      stamped: StoredEvent[];
+      write?: (tx: TransactionSql) => Promise<void>;
+      /** Instead of `write` + the event insert. */
+      writeWithEvents?: WriteWithEvents;
+      creating: boolean;
+      early: boolean;
+      onError?: (err: unknown) => void;
+    },
+  ): Promise<void> {
+    const writeAll = (tx: TransactionSql): Promise<unknown>[] =>
+      r.writeWithEvents
+        ? [r.writeWithEvents(tx, r.stamped)]
+        : [...(r.write && !r.creating ? [r.write(tx)] : []), this.store.insertEvents(tx, thread.id, r.stamped)];
+    return thread.inOrder(async () => {
+      const t0 = performance.now();
+      const carried = thread.carry;
+      const reservation = Math.max(r.reservation ?? 0, ...carried.map((c) => c.reservation ?? 0));
+      try {
+        await this.store.transaction(async (tx) => {
+          // A new thread's row first: the fence and the events refer to it.
+          if (r.creating && r.write) await r.write(tx);
+          const statements: Promise<unknown>[] = [];
+          // The fence first: a process that lost the lease writes nothing (the transaction aborts).
+          if (r.lease) statements.push(this.cluster!.leases.fence(tx, thread.id, r.lease.epoch, reservation));
+          for (const c of carried) statements.push(c.write(tx));
+          statements.push(...writeAll(tx));
+          if (!r.lease && reservation > 0) statements.push(this.store.reserveSeq(tx, thread.id, reservation));
+          await inIssueOrder(statements);
+        });
+      } catch (err) {
+        // Synchronously, before the next transaction of the chain starts: it writes these first.
+        if (r.early && !(err instanceof LeaseLostError)) thread.carry = [...thread.carry.filter((c) => !carried.includes(c)), ...carried, { write: (tx) => inIssueOrder(writeAll(tx)), reservation: r.reservation }];
+        r.onError?.(err); // before anyone waiting for the chain (the end of a turn) looks
+        throw err;
+      }
+      if (carried.length) thread.carry = thread.carry.filter((c) => !carried.includes(c));
+      this.onCommit?.((performance.now() - t0) / 1000);
+    });
   }
 
   // ---- leases (leases.ts) ------------------------------------------------------------------
@@ -273,6 +431,7 @@ export class ThreadRuntime {
     if (!thread.lease) return;
     this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
     thread.lease = null;
+    thread.carry = []; // written under the lost lease: the new owner has the record now
     thread.entries = null;
     thread.history = null;
     (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
@@ -286,7 +445,7 @@ export class ThreadRuntime {
       const lease = thread.lease;
       const cluster = this.cluster;
       void thread
-        .enqueue(() =>
+        .inOrder(() =>
           lease && cluster
             ? this.store.transaction((tx) => cluster.leases.fence(tx, thread.id, lease.epoch, reservation))
             : this.store.reserveSeq(this.store.sql, thread.id, reservation),
@@ -297,7 +456,8 @@ export class ThreadRuntime {
     const emittedAtMs = Date.now();
     const send = () => {
       this.deliver(thread, method, body, undefined, emittedAtMs);
-      this.cluster?.fanout?.delta(thread.id, { seq, method, params: body, emittedAtMs });
+      const fanout = this.cluster?.fanout;
+      if (fanout) this.relay(thread, () => fanout.delta(thread.id, { seq, method, params: body, emittedAtMs }));
     };
     if (thread.idle) send();
     else void thread.enqueue(async () => send());
@@ -368,6 +528,8 @@ export class ThreadRuntime {
       // Listening before reading: an event another process commits after the read wakes us.
       await this.cluster?.follow(thread);
       await after;
+      // Early-published events (commitEarly) may still be committing: the read must see them.
+      await thread.committed();
       thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
       // Replay up to what this process has delivered: later events reach every subscriber live.
       if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);

@@ -22,7 +22,9 @@ import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
-import type { LoadedThread, ThreadEvent } from "./threads.js";
+import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import type { ThreadItem } from "../protocol/items.js";
+import { itemRef } from "../store/event-refs.js";
 
 const TRUNCATED: ReadonlySet<TurnStopReason> = new Set(["maxTokens", "maxTurns"]);
 
@@ -42,9 +44,6 @@ function errorOf(turn: ActiveTurn, stopReason: TurnStopReason, result: LoopResul
 export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream: TurnStream, thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
   const { runtime, log, observer, turns } = deps;
   const now = Date.now();
-  const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
-  const status = statusFor[stopReason];
-  observer.turnEnded(status);
   turn.steerable = false;
   try {
     // Open items of an interrupted attempt keep what arrived (the user stopped it there).
@@ -71,6 +70,95 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       log.error({ err, threadId: thread.id }, "could not record steering input");
     }
   }
+  // The last model message's record, when held for this transaction (turn-stream.ts).
+  const held = turn.deferred;
+  turn.deferred = null;
+  // Early-published item/started records still committing: the summary below reads their rows.
+  await thread.committed();
+  // An early-published item/started whose record failed (turn-stream.ts) fails the turn, however
+  // far the stream got: what clients were shown stands (the next transaction recorded it, or the
+  // end below does), and the turn says the store failed.
+  if (turn.recordError && result.stopReason !== "error") {
+    const err = turn.recordError;
+    result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
+  }
+  const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
+  const end = await endOf(deps, thread, turn, stopReason, result, held?.items ?? [], now);
+  thread.activeTurn = null;
+  const epoch = thread.lease?.epoch ?? null;
+  const recordEnd = (e: TurnEnd, withHeld: boolean) => {
+    thread.status = e.threadStatus;
+    thread.record = { ...thread.record, systemError: e.systemError, updatedAtMs: now };
+    const row = { systemError: e.systemError, updatedAtMs: now };
+    return runtime.commit(thread, withHeld && held ? [...held.events, ...e.events] : e.events, (tx) =>
+      // Pipelined; with the held message, one UPDATE of the thread row carries both changes.
+      inIssueOrder(withHeld && held ? [held.write(tx, row), turns.finishTurn(tx, turn.id, e.record)] : [turns.finishTurn(tx, turn.id, e.record), runtime.store.updateThread(tx, thread.id, row)]),
+    );
+  };
+  let told = end;
+  try {
+    if (end.record.status === "failed") log.warn({ threadId: thread.id, turnId: turn.id, stopReason: end.record.stopReason, error: end.error?.message }, "turn failed");
+    await recordEnd(end, true);
+  } catch (err) {
+    // Another process took the thread over (fencing): it records how the turn ended, not us.
+    if (err instanceof LeaseLostError) log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: its thread's lease was lost");
+    else {
+      // The record could not be written (the database is away); clients must still learn the
+      // turn ended (DESIGN.md §3.9), items included, and the store must say the same once it is
+      // back: what is told here is kept and recorded then (unrecorded.ts).
+      log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
+      // The model's last message was in that transaction: as when its own record failed, the
+      // turn fails (its answer is not in the model history), its items are told and kept.
+      if (held) {
+        for (const item of held.items) turn.unrecorded.set(item.id, item);
+        const failed = { ...result, stopReason: "error" as const, error: err instanceof Error ? err : new Error(String(err)) };
+        told = await endOf(deps, thread, turn, "error", failed, held.items, now, false);
+      }
+      thread.status = told.threadStatus;
+      thread.record = { ...thread.record, systemError: told.systemError, updatedAtMs: now };
+      const items = [...turn.unrecorded.values()];
+      const published = items.map((item) =>
+        runtime.publishLive(thread, "item/completed", { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now }),
+      );
+      for (const e of told.events) published.push(runtime.publishLive(thread, e.method, e.params));
+      runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, items, events: published, epoch });
+    }
+  }
+  const { status } = told.record;
+  const error = told.error;
+  observer.turnEnded(status);
+  if (deps.hooks) {
+    await deps.hooks
+      .turnEnded({ threadId: thread.id, turnId: turn.id, cwd: thread.record.cwd, status, stopReason: told.record.stopReason!, error: error?.message ?? null })
+      .catch((err: unknown) => log.warn({ err, threadId: thread.id }, "turn-end hook failed"));
+  }
+  runtime.maybeUnload(thread);
+}
+
+interface TurnEnd {
+  record: TurnRecord;
+  error: TurnError | null;
+  systemError: boolean;
+  threadStatus: ThreadStatus;
+  events: ThreadEvent[];
+}
+
+/**
+ * The turn's final record and its terminal events. turn/completed carries the turn's final items
+ * (the `summary` view, turn-view.ts): the stored ones, with `pending` (completed in the same
+ * transaction) in place of their rows; stored as references to the item rows (event-refs.ts).
+ */
+async function endOf(
+  deps: TurnDeps,
+  thread: LoadedThread,
+  turn: ActiveTurn,
+  stopReason: TurnStopReason,
+  result: LoopResult,
+  pending: ThreadItem[],
+  now: number,
+  summaryFromStore = true,
+): Promise<TurnEnd> {
+  const status = statusFor[stopReason];
   const error = errorOf(turn, stopReason, result);
   const record: TurnRecord = {
     id: turn.id,
@@ -85,46 +173,26 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   };
   const systemError = status === "failed" && !TRUNCATED.has(stopReason);
   const threadStatus: ThreadStatus = systemError ? { type: "systemError" } : { type: "idle" };
-  // turn/completed carries the turn's final items (the `summary` view, turn-view.ts).
-  const completedView = await completedTurnView(record, turns.sql);
+  const completedView = await completedTurnView(record, deps.turns.sql, pending, summaryFromStore, turn.knownMessages());
   const events: ThreadEvent[] = [];
   if (status === "failed" && !turn.announcedFailure && error) {
     events.push({ method: "error", params: { error, willRetry: false, threadId: thread.id, turnId: turn.id } });
   }
+  events.push({ method: "thread/status/changed", params: { threadId: thread.id, status: threadStatus } });
+  const params = { threadId: thread.id, turn: completedView };
+  // Only items with a row (stored, or written by this transaction) are referred to.
+  const referable = completedView.itemsView === "summary" && summaryFromStore;
   events.push(
-    { method: "thread/status/changed", params: { threadId: thread.id, status: threadStatus } },
-    { method: "turn/completed", params: { threadId: thread.id, turn: completedView } },
+    referable
+      ? {
+          method: "turn/completed",
+          params,
+          stored: {
+            params: { ...params, turn: { ...completedView, items: completedView.items.map((i) => itemRef(i, i.type === "agentMessage" ? { phase: i.phase } : {})) } },
+            itemIds: completedView.items.map((i) => i.id),
+          },
+        }
+      : { method: "turn/completed", params },
   );
-  if (status === "failed") log.warn({ threadId: thread.id, turnId: turn.id, stopReason, error: error?.message }, "turn failed");
-  thread.activeTurn = null;
-  thread.status = threadStatus;
-  thread.record = { ...thread.record, systemError, updatedAtMs: now };
-  const epoch = thread.lease?.epoch ?? null;
-  try {
-    await runtime.commit(thread, events, async (tx) => {
-      await turns.finishTurn(tx, turn.id, record);
-      await runtime.store.updateThread(tx, thread.id, { systemError, updatedAtMs: now });
-    });
-  } catch (err) {
-    // Another process took the thread over (fencing): it records how the turn ended, not us.
-    if (err instanceof LeaseLostError) log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: its thread's lease was lost");
-    else {
-      // The record could not be written (the database is away); clients must still learn the
-      // turn ended (DESIGN.md §3.9), items included, and the store must say the same once it is
-      // back: what is told here is kept and recorded then (unrecorded.ts).
-      log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
-      const items = [...turn.unrecorded.values()];
-      const told = items.map((item) =>
-        runtime.publishLive(thread, "item/completed", { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now }),
-      );
-      for (const e of events) told.push(runtime.publishLive(thread, e.method, e.params));
-      runtime.unrecorded?.add(thread, { record, systemError, items, events: told, epoch });
-    }
-  }
-  if (deps.hooks) {
-    await deps.hooks
-      .turnEnded({ threadId: thread.id, turnId: turn.id, cwd: thread.record.cwd, status, stopReason, error: error?.message ?? null })
-      .catch((err: unknown) => log.warn({ err, threadId: thread.id }, "turn-end hook failed"));
-  }
-  runtime.maybeUnload(thread);
+  return { record, error, systemError, threadStatus, events };
 }

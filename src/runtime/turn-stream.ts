@@ -17,7 +17,10 @@ import type { ActiveTurn, StreamingItem } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
-import type { LoadedThread, ThreadEvent } from "./threads.js";
+import type { TransactionSql } from "postgres";
+import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import { itemRef } from "../store/event-refs.js";
+import { completedEvent } from "./item-recorder.js";
 
 export class TurnStream {
   constructor(
@@ -26,6 +29,8 @@ export class TurnStream {
   ) {}
 
   async onLoopEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> {
+    // The loop went on after a message without tool calls (steering, a reminder): its record first.
+    if (turn.deferred) await this.flushDeferred(thread, turn);
     switch (e.type) {
       case "modelCallStart":
         turn.streaming.clear();
@@ -69,6 +74,14 @@ export class TurnStream {
     }
   }
 
+  /** Commits a held model-message record on its own (ActiveTurn.deferred). */
+  async flushDeferred(thread: LoadedThread, turn: ActiveTurn): Promise<void> {
+    const held = turn.deferred;
+    if (!held) return;
+    turn.deferred = null;
+    await this.deps.runtime.commit(thread, held.events, (tx) => held.write(tx));
+  }
+
   async appendHistory(thread: LoadedThread, turn: ActiveTurn, messages: Message[]): Promise<void> {
     const write = this.deps.historyLog.stage(thread, turn.id, messages.map((message) => ({ kind: "message" as const, turnOrdinal: turn.ordinal, message })));
     await this.deps.runtime.commit(thread, [], write);
@@ -78,13 +91,17 @@ export class TurnStream {
     // Tool-call blocks come last and have no item until the tool runs: text before them is only
     // complete once the whole message is (a cut stream must not leave a completed partial answer).
     if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return;
+    // An item/started that could not be recorded fails the turn (what clients were shown is still
+    // recorded by the next transaction, see ThreadRuntime.commitEarly).
+    if (turn.recordError) throw turn.recordError;
     await this.completeEarlierBlocks(thread, turn, ev.index);
     const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
     let item = turn.streaming.get(ev.index);
     if (!item) {
       item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now() };
       turn.streaming.set(ev.index, item);
-      await this.recorder.started(thread, turn, streamingPayload(item));
+      // Published now; its record commits while the deltas flow.
+      this.recorder.startedEarly(thread, turn, streamingPayload(item)).catch(() => {}); // sets turn.recordError
     }
     const base = { threadId: thread.id, turnId: turn.id, itemId: item.id, delta: ev.delta };
     if (ev.type === "textDelta") {
@@ -126,6 +143,7 @@ export class TurnStream {
 
   private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
     const { runtime, observer, historyLog, settings, turns, log } = this.deps;
+    if (turn.recordError) throw turn.recordError;
     const now = Date.now();
     observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, "ok");
     observer.tokens(thread.record.modelProvider, usage);
@@ -165,20 +183,37 @@ export class TurnStream {
     log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
 
     const records = toStart.map((item) => ({ item, ordinal: turn.nextItemOrdinal++ }));
+    // Noted now: the end of the turn summarises them from memory (they may be recorded with it).
+    for (const r of records) turn.noteItem(r.item, r.ordinal);
+    for (const item of completed) turn.noteItem(item);
+    // Both stored as references to the item rows written here (the text once, event-refs.ts): the
+    // started payload is the completed one with completedAtMs null.
     const events: ThreadEvent[] = [
-      ...toStart.map((item) => ({ method: "item/started" as const, params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: now } })),
-      ...completed.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: now } })),
+      ...toStart.map((item) => {
+        const params = { item, threadId: thread.id, turnId: turn.id, startedAtMs: now };
+        return { method: "item/started" as const, params, stored: { params: { ...params, item: itemRef(item, { completedAtMs: null }) }, itemIds: [item.id] } };
+      }),
+      ...completed.map((item) => completedEvent(thread, turn, item, now)),
       {
         method: "thread/tokenUsage/updated",
         params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: settings.contextWindow ?? null } },
       },
     ];
-    await runtime.commit(thread, events, async (tx) => {
-      for (const r of records) await this.recorder.write(tx, thread, turn, r.item, r.ordinal, "inProgress", now);
-      for (const item of completed) await turns.completeItem(tx, item.id, item, "completed", now);
-      await writeHistory(tx);
-      await this.deps.runtime.store.updateThread(tx, thread.id, { tokenUsage: total, updatedAtMs: now });
-    });
+    // Issued at once, in this order (pipelined: a started row is inserted before it is completed).
+    const write = (tx: TransactionSql, end?: { systemError: boolean; updatedAtMs: number }) =>
+      inIssueOrder([
+        ...records.map((r) => this.recorder.write(tx, thread, turn, r.item, r.ordinal, "inProgress", now)),
+        ...completed.map((item) => turns.completeItem(tx, item.id, item, "completed", now)),
+        writeHistory(tx),
+        this.deps.runtime.store.updateThread(tx, thread.id, { tokenUsage: total, updatedAtMs: now, ...end }),
+      ]);
+    // No tool call follows: the loop ends the turn next (or flushes this first when it goes on),
+    // so the message and the end of the turn are recorded in one transaction.
+    if (!message.content.some((b) => b.type === "toolCall")) {
+      turn.deferred = { events, write, items: completed };
+      return;
+    }
+    await runtime.commit(thread, events, write);
   }
 }
 

@@ -39,12 +39,26 @@ export function turnView(r: Pick<TurnRecord, "id" | "status" | "stopReason" | "e
 export async function completedTurnView(
   r: Parameters<typeof turnView>[0],
   sql: Sql,
+  /** Items completed in the transaction that records the end (not stored yet), in order. */
+  pending: readonly ThreadItem[] = [],
+  fromStore = true,
+  /** The turn's recorded items as the process running it knows them (no read), or null. */
+  known: readonly ThreadItem[] | null = null,
 ): Promise<Turn> {
+  if (!fromStore) return turnView(r, null);
   try {
-    const rows = await sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${r.id} order by ordinal`;
+    const rows = known
+      ? known.map((payload) => ({ payload }))
+      : await sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${r.id} order by ordinal`;
+    const byId = new Map(pending.map((i) => [i.id, i]));
+    const stored = rows.map((x) => {
+      const p = byId.get(x.payload.id);
+      byId.delete(x.payload.id);
+      return p ?? x.payload;
+    });
     // The turn has ended, so its last agent message is its final answer: say so (Codex's
     // `phase`), as clients such as `codex exec` look for the final answer by it.
-    const items = summaryItems(rows.map((x) => x.payload)).map((i, n, all) =>
+    const items = summaryItems([...stored, ...byId.values()]).map((i, n, all) =>
       i.type === "agentMessage" && i.phase === null && n === all.length - 1 && r.status === "completed" ? { ...i, phase: "final_answer" } : i,
     );
     return { ...turnView(r, items), itemsView: "summary" };

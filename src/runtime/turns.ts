@@ -32,11 +32,12 @@ import { ActiveTurn } from "./active-turn.js";
 import { Compactor } from "./compaction.js";
 import type { HistoryEntry } from "./history.js";
 import { startedCallsOf, type HistoryLog } from "./history-log.js";
-import { ItemRecorder } from "./item-recorder.js";
+import { completedEvent, ItemRecorder } from "./item-recorder.js";
+import { itemRef } from "../store/event-refs.js";
 import type { ProviderPool } from "./provider-pool.js";
 import type { RestorableTurn } from "./recovery.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
-import type { LoadedThread, RuntimeLogger, Subscriber, ThreadRuntime } from "./threads.js";
+import { inIssueOrder, type LoadedThread, type RuntimeLogger, type Subscriber, type ThreadEvent, type ThreadRuntime } from "./threads.js";
 import { DEFAULT_SOURCES, toolsFor, type ToolSource } from "./tool-host.js";
 import { NO_OBSERVER, type TurnDeps, type TurnSettings } from "./turn-deps.js";
 import { finishTurn } from "./turn-end.js";
@@ -184,11 +185,13 @@ export class TurnRunner {
         [
           { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
           { method: "turn/started", params: { threadId: thread.id, turn: view } },
-          { method: "item/started", params: { item: { ...userItem, completedAtMs: null }, threadId: thread.id, turnId: turn.id, startedAtMs: now } },
-          { method: "item/completed", params: { item: userItem, threadId: thread.id, turnId: turn.id, completedAtMs: now } },
+          userItemStarted(thread, turn, userItem, now),
+          completedEvent(thread, turn, userItem, now),
         ],
-        async (tx) => {
-          await runtime.store.updateThread(tx, thread.id, {
+        // Pipelined (one round trip for the statements, see ThreadRuntime.record).
+        (tx) =>
+          inIssueOrder([
+            runtime.store.updateThread(tx, thread.id, {
             model: updated.model,
             modelProvider: updated.modelProvider,
             reasoningEffort: updated.reasoningEffort,
@@ -198,12 +201,12 @@ export class TurnRunner {
             sandboxPolicy: updated.sandboxPolicy,
             preview,
             systemError: false,
-            updatedAtMs: now,
-          });
-          await turns.insertTurn(tx, turnRecord);
-          await this.recorder.insert(tx, thread, turn, userItem, "completed", now);
-          await writeHistory(tx);
-        },
+              updatedAtMs: now,
+            }),
+            turns.insertTurn(tx, turnRecord),
+            this.recorder.insert(tx, thread, turn, userItem, "completed", now),
+            writeHistory(tx),
+          ]),
         { after: responded },
       );
       thread.record = updated;
@@ -318,6 +321,7 @@ export class TurnRunner {
     turn.ordinal = record.ordinal;
     turn.nextItemOrdinal = await turns.countItems(record.id);
     turn.restoredItems.set(r.callId, r.itemId);
+    turn.messages = null; // its earlier items were recorded by the previous process: summarised from the store
     thread.activeTurn = turn;
     const history = historyLog.context(thread);
     let last = history.length - 1;
@@ -442,4 +446,10 @@ export class TurnRunner {
     }
     await Promise.allSettled(running);
   }
+}
+
+/** item/started of the turn's user message: its row is written complete, so the event refers to it (event-refs.ts). */
+function userItemStarted(thread: LoadedThread, turn: ActiveTurn, userItem: ThreadItem, now: number): ThreadEvent {
+  const params = { item: { ...userItem, completedAtMs: null }, threadId: thread.id, turnId: turn.id, startedAtMs: now };
+  return { method: "item/started", params, stored: { params: { ...params, item: itemRef(userItem, { completedAtMs: null }) }, itemIds: [userItem.id] } };
 }

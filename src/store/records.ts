@@ -48,6 +48,8 @@ export interface StoredEvent {
   method: string;
   params: Record<string, unknown>;
   emittedAtMs: number;
+  /** The stored form when it refers to item rows instead of repeating them (event-refs.ts). */
+  stored?: { params: Record<string, unknown>; itemIds: string[] };
 }
 
 export interface TurnRecord {

@@ -3,6 +3,7 @@ import type { JSONValue, PendingQuery, Row, Sql, TransactionSql } from "postgres
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
 import { withoutNul } from "./text.js";
+import { resolveItemRefs } from "./event-refs.js";
 import { searchedPage, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
 
 export type Queryable = Sql | TransactionSql;
@@ -74,6 +75,19 @@ type ThreadPatch = Partial<
 
 const json = (sql: Queryable, v: unknown) => sql.json(withoutNul(v) as JSONValue);
 
+/** `insert into thread_events ${eventRows(...)}`: the rows of `events` (their stored form). */
+export function eventRows(q: Queryable, threadId: string, events: StoredEvent[]) {
+  const rows = events.map((e) => ({
+    thread_id: threadId,
+    seq: e.seq,
+    method: e.method,
+    params: json(q, e.stored?.params ?? e.params),
+    emitted_at_ms: e.emittedAtMs,
+    item_ids: e.stored && e.stored.itemIds.length ? e.stored.itemIds : null,
+  }));
+  return q(rows as never[]);
+}
+
 export class ThreadStore {
   constructor(readonly sql: Sql) {}
 
@@ -136,14 +150,12 @@ export class ThreadStore {
 
   async insertEvents(q: Queryable, threadId: string, events: StoredEvent[]): Promise<void> {
     if (events.length === 0) return;
-    const rows = events.map((e) => ({
-      thread_id: threadId,
-      seq: e.seq,
-      method: e.method,
-      params: json(q, e.params),
-      emitted_at_ms: e.emittedAtMs,
-    }));
-    await q`insert into thread_events ${q(rows as never[])}`;
+    await q`insert into thread_events ${eventRows(q, threadId, events)}`;
+  }
+
+  /** Stored events as notifications: references to item rows replaced by the rows' payloads (event-refs.ts). */
+  private async replayed(rows: Promise<Array<StoredEvent & { items: Record<string, unknown> | null }>>): Promise<StoredEvent[]> {
+    return (await rows).map(({ items, ...e }) => (items ? { ...e, params: resolveItemRefs(e.params, items) as Record<string, unknown> } : e));
   }
 
   /** The highest stored seq of a thread (0 when none). */
@@ -154,15 +166,23 @@ export class ThreadStore {
 
   /** Stored events with afterSeq < seq <= upTo, in order. */
   async eventsBetween(threadId: string, afterSeq: number, upTo: number): Promise<StoredEvent[]> {
-    return this.sql<StoredEvent[]>`
-      select seq, method, params, emitted_at_ms from thread_events
-      where thread_id = ${threadId} and seq > ${afterSeq} and seq <= ${upTo} order by seq`;
+    return this.replayed(this.sql`
+      select seq, method, params, emitted_at_ms,
+        -- the payloads of the items the event refers to, by id (event-refs.ts)
+        case when e.item_ids is null then null else
+          (select jsonb_object_agg(i.id, i.payload) from items i where i.id = any(e.item_ids)) end as items
+      from thread_events e
+      where thread_id = ${threadId} and seq > ${afterSeq} and seq <= ${upTo} order by seq`);
   }
 
   async listEvents(threadId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
-    return this.sql<StoredEvent[]>`
-      select seq, method, params, emitted_at_ms from thread_events
-      where thread_id = ${threadId} and seq > ${afterSeq} order by seq limit ${limit}`;
+    return this.replayed(this.sql`
+      select seq, method, params, emitted_at_ms,
+        -- the payloads of the items the event refers to, by id (event-refs.ts)
+        case when e.item_ids is null then null else
+          (select jsonb_object_agg(i.id, i.payload) from items i where i.id = any(e.item_ids)) end as items
+      from thread_events e
+      where thread_id = ${threadId} and seq > ${afterSeq} order by seq limit ${limit}`);
   }
 
   /**
@@ -173,7 +193,8 @@ export class ThreadStore {
     const [row] = await this.sql<{ method: string; params: { tokenUsage?: { last?: { inputTokens?: number } } } }[]>`
       select method, params from thread_events
       where thread_id = ${threadId}
-        and (method = 'thread/tokenUsage/updated' or (method = 'item/completed' and params->'item'->>'type' = 'contextCompaction'))
+        and (method = 'thread/tokenUsage/updated' or (method = 'item/completed' and coalesce(
+          params->'item'->>'type', (select type from items where id = params->'item'->>'$item')) = 'contextCompaction'))
       order by seq desc limit 1`;
     return row?.method === "thread/tokenUsage/updated" ? (row.params.tokenUsage?.last?.inputTokens ?? 0) : 0;
   }

@@ -1,0 +1,181 @@
+/**
+ * Issue 16, record-before-publish made cheaper and each text stored once:
+ *   - an item's item/started goes out at once and its deltas follow while its record is still
+ *     committing; later durable notifications wait for that commit, and a client resuming
+ *     meanwhile replays it — the log stays exactly the live order;
+ *   - an item/started whose record fails: the turn fails, what clients were shown is still
+ *     recorded (with its original seq and time), and the thread takes the next turn;
+ *   - events refer to the item rows they announce instead of repeating the text, and replay
+ *     returns the same JSON, byte for byte, as the event stored whole.
+ */
+import postgres from "postgres";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BACKENDS, TEST_DATABASE_URL, type Backend } from "./support/db.js";
+import { TestClient, type Frame } from "./support/client.js";
+import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { allEvents, deferred, isDelta, threadNotifications } from "./support/durability.js";
+
+/** Notifications that are stored in the event log (not deltas, not per-connection ones). */
+const storable = (f: Frame) => !isDelta(f.method) && f.method !== "serverRequest/resolved";
+
+function harness(backend: Backend) {
+  const ctx = {} as { h: TurnHarness; client: TestClient; others: TestClient[]; cleanups: Array<() => Promise<unknown>> };
+  beforeEach(async () => {
+    ctx.h = await startTurnHarness(backend, "openai");
+    ctx.client = await TestClient.initialized(ctx.h.ts.url);
+    ctx.others = [];
+    ctx.cleanups = [];
+  });
+  afterEach(async () => {
+    for (const c of ctx.cleanups.reverse()) await c().catch(() => {});
+    for (const c of ctx.others) await c.close();
+    await ctx.client?.close();
+    await ctx.h?.close();
+  });
+  return ctx;
+}
+
+/** The live client's stored-kind notifications equal the log, seq for seq, params for params. */
+async function expectLogIsLive(client: TestClient, threadId: string) {
+  const stored = await allEvents(client, threadId, 0, 1000);
+  const live = threadNotifications(client, threadId).filter(storable);
+  expect(live.map((f) => [f.params.seq, f.method, f.params, f.emittedAtMs])).toEqual(stored.map((e) => [e.seq, e.method, e.params, e.emittedAtMs]));
+  return stored;
+}
+
+describe.skipIf(!TEST_DATABASE_URL)("item/started commits in the background (postgres)", () => {
+  const ctx = harness("postgres");
+
+  it("deltas flow while the item/started record waits on a lock; later events wait for it; a resume meanwhile replays it in order", async () => {
+    const { h, client } = ctx;
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    const [{ schema }] = await h.ts.server.db.sql<{ schema: string }[]>`select current_schema() as schema`;
+    const locker = postgres(TEST_DATABASE_URL!, { max: 1, onnotice: () => {}, connection: { search_path: schema! } });
+    ctx.cleanups.push(() => locker.end());
+    const gate = deferred();
+    h.mock.enqueue({ text: ["Hel", "lo ", "wor", "ld"], gate: { afterEvents: 0, wait: gate.promise } });
+    const { turn } = await client.request("turn/start", { threadId, input: text("hi") });
+
+    // Inserts into items now wait for this transaction: the agentMessage's item/started cannot commit.
+    const lock = await locker.reserve();
+    ctx.cleanups.push(async () => lock.release());
+    await lock`begin`;
+    await lock`lock table items in share mode`;
+    gate.open();
+
+    const started = await client.waitForNotification("item/started", (p) => p.item.type === "agentMessage");
+    let deltas: Frame[] = [];
+    await expect
+      .poll(() => (deltas = threadNotifications(client, threadId).filter((f) => f.method === "item/agentMessage/delta")).length, { timeout: 10_000 })
+      .toBe(4);
+    expect(deltas.map((d) => d.params.delta).join("")).toBe("Hello world");
+    expect(deltas.every((d) => d.params.seq > started.params.seq)).toBe(true);
+    // Not committed: no row, and nothing durable after it has gone out.
+    expect(await h.ts.server.db.sql`select 1 from items where id = ${started.params.item.id}`).toHaveLength(0);
+    expect(threadNotifications(client, threadId).filter((f) => f.params.seq > started.params.seq && !isDelta(f.method))).toEqual([]);
+
+    // A client resuming now waits for the commit, then replays item/started in its place.
+    const other = await TestClient.initialized(h.ts.url);
+    ctx.others.push(other);
+    const resumed = other.request("thread/resume", { threadId, afterSeq: 0, excludeTurns: true });
+
+    await lock`commit`;
+    await resumed;
+    const done = await turnCompleted(client, turn.id);
+    expect(done.params.turn.status).toBe("completed");
+    await turnCompleted(other, turn.id);
+
+    const stored = await expectLogIsLive(client, threadId);
+    expect(stored.find((e) => e.seq === started.params.seq)).toMatchObject({ method: "item/started", params: started.params });
+    // The resumed client: every stored event once, in order, the item/started among them.
+    const seen = threadNotifications(other, threadId);
+    const seqs = seen.map((f) => f.params.seq as number);
+    for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
+    expect(seen.filter(storable).map((f) => f.params.seq)).toEqual(stored.map((e) => e.seq));
+  });
+});
+
+describe.each(BACKENDS)("an item/started whose record fails (%s)", (backend) => {
+  const ctx = harness(backend);
+
+  it("fails the turn cleanly; what was published is recorded with its seq; the thread takes the next turn", async () => {
+    const { h, client } = ctx;
+    const sql = h.ts.server.db.sql;
+    // The first agentMessage row insert fails (a sequence is not rolled back with the transaction).
+    await sql.unsafe(`
+      create sequence fail_agent_item;
+      create function fail_agent_item() returns trigger language plpgsql as $$
+      begin
+        if new.type = 'agentMessage' then
+          if nextval('fail_agent_item') = 1 then raise exception 'injected: items unavailable'; end if;
+        end if;
+        return new;
+      end $$;
+      create trigger fail_agent_item before insert on items for each row execute function fail_agent_item();`);
+    ctx.cleanups.push(() => sql.unsafe(`drop trigger if exists fail_agent_item on items; drop function if exists fail_agent_item(); drop sequence if exists fail_agent_item;`));
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    h.mock.enqueue({ text: ["Hel", "lo"] });
+    const { turn } = await client.request("turn/start", { threadId, input: text("hi") });
+    const done = await turnCompleted(client, turn.id);
+    expect(done.params.turn.status).toBe("failed");
+    expect(done.params.turn.error.message).toContain("injected: items unavailable");
+
+    const live = threadNotifications(client, threadId);
+    const started = live.find((f) => f.method === "item/started" && f.params.item.type === "agentMessage")!;
+    expect(started).toBeDefined();
+    // The deltas clients saw stand; the item is completed with what arrived.
+    const completed = live.find((f) => f.method === "item/completed" && f.params.item.id === started.params.item.id)!;
+    expect(completed.params.item.text).toBe("Hello");
+    expect(live.some((f) => f.method === "error")).toBe(true);
+    // The log is what was published, the failed item/started included at its seq.
+    const stored = await expectLogIsLive(client, threadId);
+    expect(stored.filter((e) => e.method === "item/started" && e.params.item.type === "agentMessage").map((e) => e.seq)).toEqual([started.params.seq]);
+    const [row] = await sql`select status, payload from items where id = ${started.params.item.id}`;
+    expect(row).toMatchObject({ status: "completed", payload: { text: "Hello" } });
+
+    h.mock.enqueue({ text: ["again"] });
+    const next = await client.request("turn/start", { threadId, input: text("once more") });
+    expect((await turnCompleted(client, next.turn.id)).params.turn.status).toBe("completed");
+    await expectLogIsLive(client, threadId);
+  });
+});
+
+describe.each(BACKENDS)("events refer to the items they announce (%s)", (backend) => {
+  const ctx = harness(backend);
+
+  it("stores an answer's text once in the event log, and replays the same JSON as an event stored whole", async () => {
+    const { h, client } = ctx;
+    const sql = h.ts.server.db.sql;
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    const answer = "the answer, stored once: " + "x".repeat(5000);
+    h.mock.enqueue({ text: [answer.slice(0, 2000), answer.slice(2000)] });
+    const { turn } = await client.request("turn/start", { threadId, input: text("a question worth a long reply") });
+    await turnCompleted(client, turn.id);
+
+    const rows = await sql<{ method: string; params: string; itemIds: string[] | null }[]>`
+      select method, params::text as params, item_ids from thread_events where thread_id = ${threadId} order by seq`;
+    // item/completed and turn/completed name the rows; the answer is not in any event row.
+    expect(rows.filter((r) => r.params.includes("x".repeat(5000)))).toEqual([]);
+    expect(rows.filter((r) => r.itemIds).map((r) => r.method)).toEqual(["item/started", "item/completed", "item/completed", "turn/completed"]);
+
+    // Replayed = live, and byte for byte what jsonb gives for the whole event (the old storage).
+    const stored = await expectLogIsLive(client, threadId);
+    for (const e of stored) {
+      const [whole] = await sql<{ p: unknown }[]>`select ${sql.json(e.params)}::jsonb as p`;
+      expect(JSON.stringify(e.params)).toBe(JSON.stringify(whole!.p));
+    }
+    const final = stored.find((e) => e.method === "turn/completed")!;
+    expect(final.params.turn.items.map((i: any) => [i.type, i.phase ?? null])).toEqual([
+      ["userMessage", null],
+      ["agentMessage", "final_answer"],
+    ]);
+    expect(final.params.turn.items[1].text).toBe(answer);
+
+    // An event stored whole (every row written before the migration) still replays.
+    await sql`insert into thread_events (thread_id, seq, method, params, emitted_at_ms)
+      values (${threadId}, 100000, 'thread/name/updated', ${sql.json({ threadId, threadName: "old row", seq: 100000 })}, 1)`;
+    const again = await allEvents(client, threadId, 0, 1000);
+    expect(again.slice(0, -1)).toEqual(stored);
+    expect(again[again.length - 1]).toMatchObject({ seq: 100000, params: { threadName: "old row" } });
+  });
+});
