@@ -1,6 +1,6 @@
 // @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
- * `app-server exec` and `app-server threads` as real processes (`node --import tsx src/main.ts …`)
+ * `app-server exec` and `app-server threads` as real processes (the run's bundle of src/, see support/cli-bundle.ts)
  * against a server whose model is the mock: streamed text, approvals answered with --approve
  * always / never / ask (on a pseudo-terminal, and without a terminal), --json lines, exit codes (0 completed, 1 failed,
  * 2 usage, 130 interrupted by Ctrl-C), continuing a thread, and an embedded server (no --url).
@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } 
 import { makeWorkspace, MARK_COMMAND, markerCount } from "./support/approvals.js";
 import { TestClient } from "./support/client.js";
 import { BACKENDS } from "./support/db.js";
-import { cleanEnv, parseJson, removeSeed, REPO_ROOT, runCli, seededHome, spawnCli, type CliProcess } from "./support/process.js";
+import { cleanEnv, cliArgv, parseJson, removeSeed, REPO_ROOT, runCli, seededHome, spawnCli, type CliProcess } from "./support/process.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startTurnHarness, type TurnHarness } from "./support/turns.js";
 
@@ -144,7 +144,7 @@ describe("app-server exec and threads against a server (--url)", () => {
       { text: "Asked twice." },
     );
     // script(1) runs exec on a pseudo-terminal (stdin and stderr are a TTY, as for a person).
-    const cmd = ["node", "--import", "tsx", "src/main.ts", "exec", "'Mark twice'", "--url", url, "--approval-policy", "untrusted", "--cwd", ws].join(" ");
+    const cmd = [process.execPath, ...cliArgv(), "exec", "'Mark twice'", "--url", url, "--approval-policy", "untrusted", "--cwd", ws].join(" ");
     const child = spawn("script", ["-qfec", cmd, "/dev/null"], { cwd: REPO_ROOT, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["pipe", "pipe", "pipe"] });
     const answers = ["what", "y", "n"];
     let screen = "";

@@ -1,5 +1,5 @@
 /**
- * The stdio transport, end to end: the real process (`node --import tsx src/main.ts serve
+ * The stdio transport, end to end: the real process (`app-server serve
  * --listen stdio://`) spoken to in JSON lines, on PGlite and (when TEST_DATABASE_URL is set)
  * on Postgres.
  */

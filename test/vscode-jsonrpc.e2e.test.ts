@@ -24,7 +24,7 @@ import {
   type MessageConnection,
 } from "vscode-jsonrpc/node";
 import WebSocket from "ws";
-import { cleanEnv, REPO_ROOT, removeSeed, seededHome, type TestHome } from "./support/process.js";
+import { cleanEnv, cliArgv, REPO_ROOT, removeSeed, seededHome, type TestHome } from "./support/process.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 
 const clientInfo = { name: "vscode-jsonrpc-test", title: null, version: "1.0.0" };
@@ -165,7 +165,7 @@ describe("vscode-jsonrpc over stdio (LSP framing)", () => {
     home = await seededHome();
     const work = await mkdtemp(path.join(os.tmpdir(), "aas-lsp-"));
     try {
-      child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--listen", "stdio://", "--home", home.home], {
+      child = spawn(process.execPath, [...cliArgv(), "serve", "--listen", "stdio://", "--home", home.home], {
         cwd: REPO_ROOT,
         env: cleanEnv(),
         stdio: ["pipe", "pipe", "pipe"],

@@ -1,13 +1,14 @@
 /**
  * Fresh databases for tests, on both backends. Postgres (when TEST_DATABASE_URL is set): a new
- * schema per test. PGlite: a new data directory per test, cloned from a blank template made once
- * per worker (initdb costs seconds; loading a dump costs about half a second).
+ * schema per test. PGlite: a new data directory per test, loaded from a blank template made once
+ * per run (pglite-seed.ts; initdb costs seconds, loading a dump about half a second).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import type { OpenDatabaseOptions } from "../../src/store/database.js";
+import { makeBlankTemplate, pgliteSeedPaths, readBlankTemplate } from "./pglite-seed.js";
 
 export type Backend = "postgres" | "pglite";
 
@@ -18,16 +19,9 @@ export const BACKENDS: Backend[] = TEST_DATABASE_URL ? ["pglite", "postgres"] : 
 
 let template: Promise<Blob> | undefined;
 
+/** The run's blank template (made once by the global setup), else one made by this worker. */
 async function pgliteTemplate(): Promise<Blob> {
-  template ??= (async () => {
-    const { PGlite } = await import("@electric-sql/pglite");
-    const dir = await mkdtemp(path.join(os.tmpdir(), "aas-template-"));
-    const pg = await PGlite.create(path.join(dir, "pgdata"));
-    const dump = await pg.dumpDataDir("none");
-    await pg.close();
-    await rm(dir, { recursive: true, force: true });
-    return dump;
-  })();
+  template ??= (async () => readBlankTemplate(pgliteSeedPaths()) ?? (await makeBlankTemplate()))();
   return template;
 }
 

@@ -1,4 +1,7 @@
 /**
+ * Before the tests: the run's bundle of the `app-server` command (cli-bundle.ts) and the embedded
+ * database seeds (pglite-seed.ts). After: removes them and the run's temporary directory.
+ *
  * One temporary directory per test run: vitest.config.ts points TMPDIR at it before the workers
  * start, so everything a run creates under os.tmpdir() — test homes, seeded databases, token
  * files, browser profiles, the commands' files — lands there, and the teardown removes it. A run
@@ -6,10 +9,17 @@
  * should: the run directory is a backstop, listed when something was left in it).
  */
 import { readdirSync, rmSync } from "node:fs";
+import { buildCliBundle, removeCliBundle } from "./cli-bundle.js";
+import { pgliteSeedPaths, preparePgliteSeeds } from "./pglite-seed.js";
 
-export default function setup(): () => void {
+export default async function setup(): Promise<() => Promise<void>> {
   const dir = process.env.AAS_TEST_RUN_TMPDIR;
-  return () => {
+  const bundle = process.env.AAS_TEST_CLI_BUNDLE;
+  const seeds = pgliteSeedPaths();
+  // esbuild works in its own process while PGlite's initdb keeps this one busy.
+  await Promise.all([bundle ? buildCliBundle(bundle) : undefined, seeds ? preparePgliteSeeds(seeds) : undefined]);
+  return async () => {
+    if (bundle) await removeCliBundle(bundle);
     if (!dir) return;
     let left: string[] = [];
     try {

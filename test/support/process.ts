@@ -1,17 +1,19 @@
 /**
- * Runs the real `app-server` command (`node --import tsx src/main.ts …`) as a child process and
+ * Runs the real `app-server` command (this run's bundle of src/, see cli-bundle.ts) as a child process and
  * collects its stdout/stderr as lines, for CLI and stdio tests. Also prepares home directories
  * whose embedded database already exists (cloned from a migrated template), so a spawned server
  * does not spend seconds in initdb.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { openDatabase } from "../../src/store/database.js";
+import { cliBundleEntry } from "./cli-bundle.js";
+import { pgliteSeedPaths } from "./pglite-seed.js";
 import { freshDatabase, TEST_DATABASE_URL } from "./db.js";
 import { quietHome } from "./server.js";
 
@@ -125,8 +127,18 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 const TSX_LOADER = pathToFileURL(path.join(REPO_ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href;
 const MAIN = path.join(REPO_ROOT, "src", "main.ts");
 
+/**
+ * node's arguments that run `app-server` from src/: the run's bundle of src/ (test/support/cli-bundle.ts,
+ * built by the global setup) when there is one, else src/main.ts through tsx (slower to start).
+ */
+export function cliArgv(): string[] {
+  const bundle = process.env.AAS_TEST_CLI_BUNDLE;
+  if (bundle && existsSync(cliBundleEntry(bundle))) return [cliBundleEntry(bundle)];
+  return ["--import", TSX_LOADER, MAIN];
+}
+
 export function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): CliProcess {
-  const child = spawn(process.execPath, ["--import", TSX_LOADER, MAIN, ...args], {
+  const child = spawn(process.execPath, [...cliArgv(), ...args], {
     cwd: opts.cwd ?? REPO_ROOT,
     env: cleanEnv(opts.env),
     stdio: ["pipe", "pipe", "pipe"],
@@ -142,11 +154,16 @@ export async function runCli(args: string[], opts: { env?: Record<string, string
   return p as CliProcess & { exit: Exit };
 }
 
-let seeded: Promise<{ dir: string; home: string }> | undefined;
+let seeded: Promise<{ dir: string; home: string | undefined }> | undefined;
 
-/** A PGlite data directory with the schema migrated, made once per test file (see removeSeed). */
+/**
+ * A PGlite data directory with the schema migrated: the run's (made once by the global setup,
+ * pglite-seed.ts), else one made for this test file (see removeSeed).
+ */
 async function seededDataDir(): Promise<string> {
   seeded ??= (async () => {
+    const shared = pgliteSeedPaths()?.migrated;
+    if (shared && existsSync(path.join(shared, "pgdata"))) return { dir: shared, home: undefined };
     const fresh = await freshDatabase("pglite");
     const home = await mkdtemp(path.join(os.tmpdir(), "aas-seed-"));
     const dir = path.join(home, "pglite");
@@ -160,12 +177,13 @@ async function seededDataDir(): Promise<string> {
   return (await seeded).dir;
 }
 
-/** Deletes the seeded data directory (call from afterAll of files that use seededHome). */
+/** Deletes this file's seeded data directory, if it made one (call from afterAll of files that use seededHome). */
 export async function removeSeed(): Promise<void> {
   if (!seeded) return;
   const s = seeded;
   seeded = undefined;
-  await rm((await s).home, { recursive: true, force: true });
+  const { home } = await s;
+  if (home) await rm(home, { recursive: true, force: true });
 }
 
 export interface TestHome {

@@ -1,0 +1,62 @@
+/**
+ * The embedded databases of a test run start from two things made once per run by the global
+ * setup, instead of once per test file (each file runs in its own worker process, and PGlite's
+ * initdb costs seconds of CPU — ~50 files × ~3.5 s was a large part of the suite):
+ *
+ *  - a blank template (a dump of an initdb'd data directory) that freshDatabase("pglite") loads
+ *    into each test's new data directory;
+ *  - a migrated data directory that seededHome() copies for the servers the tests spawn.
+ *
+ * Both live in the run's temporary directory, so the teardown removes them.
+ */
+import { readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+
+export interface PgliteSeedPaths {
+  /** The blank template: a tar dump of an initdb'd data directory. */
+  template: string;
+  /** A home's `pglite` directory with every migration applied. */
+  migrated: string;
+}
+
+/** Where the run's seeds go (under its temporary directory); undefined outside a configured run. */
+export function pgliteSeedPaths(): PgliteSeedPaths | undefined {
+  const run = process.env.AAS_TEST_RUN_TMPDIR;
+  if (!run) return undefined;
+  return { template: path.join(run, "pglite-template.tar"), migrated: path.join(run, "pglite-seed", "pglite") };
+}
+
+export async function makeBlankTemplate(): Promise<Blob> {
+  const { PGlite } = await import("@electric-sql/pglite");
+  const dir = await mkdtemp(path.join(os.tmpdir(), "aas-template-"));
+  try {
+    const pg = await PGlite.create(path.join(dir, "pgdata"));
+    const dump = await pg.dumpDataDir("none");
+    await pg.close();
+    return dump;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Global setup: writes the template and the migrated directory. */
+export async function preparePgliteSeeds(paths: PgliteSeedPaths): Promise<void> {
+  const template = await makeBlankTemplate();
+  await writeFile(paths.template, Buffer.from(await template.arrayBuffer()));
+  await mkdir(path.dirname(paths.migrated), { recursive: true });
+  const { openDatabase } = await import("../../src/store/database.js");
+  const db = await openDatabase({ dataDir: paths.migrated, loadDataDir: template });
+  await db.close();
+}
+
+/** The run's blank template, if the global setup made one. */
+export function readBlankTemplate(paths: PgliteSeedPaths | undefined): Blob | undefined {
+  if (!paths) return undefined;
+  try {
+    return new Blob([readFileSync(paths.template)]);
+  } catch {
+    return undefined;
+  }
+}
