@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
 import { bwrapArgs } from "./src/sandbox/bwrap.js";
+import { cliBundleDir } from "./test/support/cli-bundle.js";
 
 /**
  * Test files that run commands inside the OS sandbox say `@needs-os-sandbox` in their header.
@@ -42,7 +43,11 @@ function runTmpdir(): string {
   process.env.TMPDIR = dir;
   return dir;
 }
-runTmpdir();
+const runDir = runTmpdir();
+
+// The bundled `app-server` that spawned servers run (test/support/cli-bundle.ts), built by the
+// global setup; one per run, named after the run's temporary directory.
+process.env.AAS_TEST_CLI_BUNDLE ??= cliBundleDir(path.basename(runDir));
 
 export default defineConfig({
   test: {
