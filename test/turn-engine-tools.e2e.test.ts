@@ -143,8 +143,16 @@ describe("hooks", () => {
     const post = readFileSync(path.join(dir, "post.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
     expect(post).toEqual([expect.objectContaining({ hook_event_name: "postToolUse", tool_name: "shell", is_error: false })]);
     expect(post[0].tool_response).toContain("fine");
-    for (let i = 0; i < 200 && !existsSync(path.join(dir, "stop.jsonl")); i++) await new Promise((r) => setTimeout(r, 25));
-    expect(JSON.parse(readFileSync(path.join(dir, "stop.jsonl"), "utf8"))).toMatchObject({ hook_event_name: "stop", status: "completed", stop_reason: "finalAnswer" });
+    // The hook runs after the turn's end is recorded; `cat >>` creates the file before it writes: wait for the whole line.
+    const stopInput = () => {
+      try {
+        return JSON.parse(readFileSync(path.join(dir, "stop.jsonl"), "utf8"));
+      } catch {
+        return null;
+      }
+    };
+    for (let i = 0; i < 200 && stopInput() === null; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(stopInput()).toMatchObject({ hook_event_name: "stop", status: "completed", stop_reason: "finalAnswer" });
     // Only one command item: the vetoed call never started.
     expect(itemsCompleted(client, "commandExecution").map((i) => i.command)).toEqual(["echo fine"]);
 
