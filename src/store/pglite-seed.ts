@@ -90,14 +90,20 @@ export async function readSeed(seedFile: string): Promise<SeedResult> {
   }
 }
 
-/** Writes the seed and its manifest (each through a temporary file: a reader never sees half). */
+/**
+ * Writes the seed and its manifest (each through a temporary file: a reader never sees half). The
+ * manifest goes last; a reader between the two renames may pair a new seed with the old manifest,
+ * which only costs a migration run at open (the manifest's PGlite version is what is checked).
+ */
 export async function writeSeed(seedFile: string, dump: Blob, manifest: SeedManifest): Promise<void> {
   const packed = await gzip(Buffer.from(await dump.arrayBuffer()), { level: 9 });
-  await writeFile(seedFile + ".tmp", packed);
-  await rename(seedFile + ".tmp", seedFile);
+  // Per-process temporary names: two builds running at once must not write into one file.
+  const tmp = `.${process.pid}.tmp`;
+  await writeFile(seedFile + tmp, packed);
+  await rename(seedFile + tmp, seedFile);
   const manifestFile = manifestFileOf(seedFile);
-  await writeFile(manifestFile + ".tmp", JSON.stringify(manifest, null, 2) + "\n");
-  await rename(manifestFile + ".tmp", manifestFile);
+  await writeFile(manifestFile + tmp, JSON.stringify(manifest, null, 2) + "\n");
+  await rename(manifestFile + tmp, manifestFile);
 }
 
 const field = (block: Buffer, start: number, length: number) => {
