@@ -21,7 +21,7 @@ const allMigrations = async () => (await readdir(MIGRATIONS_DIR)).filter((f) => 
 
 /** A seed made like the build's, from `migrationsDir` (the blank test template instead of an initdb of its own). */
 async function makeSeed(name: string, migrationsDir: string): Promise<string> {
-  const fresh = await freshDatabase("pglite");
+  const fresh = await freshDatabase("pglite", { blank: true });
   try {
     const db = await openDatabase({ ...fresh.options, migrationsDir });
     try {

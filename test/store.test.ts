@@ -24,7 +24,7 @@ async function withDatabase<T>(db: TestDatabase, fn: () => Promise<T>): Promise<
 
 describe.each(BACKENDS)("migrations (%s)", (backend) => {
   it("apply every migration once; running them again applies nothing", async () => {
-    const test = await freshDatabase(backend);
+    const test = await freshDatabase(backend, { blank: true });
     await withDatabase(test, async () => {
       const db = await openDatabase({ ...test.options, migrate: false });
       try {
@@ -52,7 +52,7 @@ describe.each(BACKENDS)("migrations (%s)", (backend) => {
   });
 
   it("a failing migration leaves nothing behind: not its own statements, not the ones before it", async () => {
-    const test = await freshDatabase(backend);
+    const test = await freshDatabase(backend, { blank: true });
     const dir = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
     await withDatabase(test, async () => {
       await writeFile(path.join(dir, "001_ok.sql"), "create table first_table (id int);");

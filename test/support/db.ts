@@ -1,14 +1,15 @@
 /**
  * Fresh databases for tests, on both backends. Postgres (when TEST_DATABASE_URL is set): a new
- * schema per test. PGlite: a new data directory per test, loaded from a blank template made once
- * per run (pglite-seed.ts; initdb costs seconds, loading a dump about half a second).
+ * schema per test. PGlite: a new data directory per test, loaded from a migrated template made once
+ * per run (pglite-seed.ts; initdb costs seconds, the migrations most of a second, loading a dump
+ * about half a second).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import type { OpenDatabaseOptions } from "../../src/store/database.js";
-import { makeBlankTemplate, pgliteSeedPaths, readBlankTemplate } from "./pglite-seed.js";
+import { makeBlankTemplate, pgliteSeedPaths, readTemplate } from "./pglite-seed.js";
 
 export type Backend = "postgres" | "pglite";
 
@@ -17,12 +18,30 @@ export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || undefined;
 /** The backends this run covers: PGlite always, Postgres when TEST_DATABASE_URL is set. */
 export const BACKENDS: Backend[] = TEST_DATABASE_URL ? ["pglite", "postgres"] : ["pglite"];
 
-let template: Promise<Blob> | undefined;
+const templates: { blank?: Promise<Blob>; migrated?: Promise<Blob> } = {};
 
-/** The run's blank template (made once by the global setup), else one made by this worker. */
-async function pgliteTemplate(): Promise<Blob> {
-  template ??= (async () => readBlankTemplate(pgliteSeedPaths()) ?? (await makeBlankTemplate()))();
-  return template;
+/**
+ * The run's templates (made once by the global setup, pglite-seed.ts), else ones made by this
+ * worker: `migrated` has every migration applied, `blank` none (for the tests of migrations).
+ */
+function pgliteTemplate(kind: "blank" | "migrated"): Promise<Blob> {
+  const paths = pgliteSeedPaths();
+  templates[kind] ??= (async () => {
+    const made = readTemplate(kind === "blank" ? paths?.template : paths?.migratedTemplate);
+    if (made) return made;
+    const blank = await makeBlankTemplate();
+    if (kind === "blank") return blank;
+    const { openDatabase } = await import("../../src/store/database.js");
+    const dir = await mkdtemp(path.join(os.tmpdir(), "aas-template-"));
+    const db = await openDatabase({ dataDir: path.join(dir, "pglite"), loadDataDir: blank });
+    try {
+      return await db.dumpDataDir!();
+    } finally {
+      await db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  })();
+  return templates[kind]!;
 }
 
 export interface TestDatabase {
@@ -33,7 +52,11 @@ export interface TestDatabase {
   cleanup(): Promise<void>;
 }
 
-export async function freshDatabase(backend: Backend): Promise<TestDatabase> {
+/**
+ * `blank`: PGlite without the migrations applied (a Postgres schema is always empty), for the
+ * tests of migrations themselves; otherwise PGlite starts migrated, as a server leaves it.
+ */
+export async function freshDatabase(backend: Backend, opts: { blank?: boolean } = {}): Promise<TestDatabase> {
   const home = await mkdtemp(path.join(os.tmpdir(), "aas-home-"));
   if (backend === "postgres") {
     if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
@@ -51,7 +74,7 @@ export async function freshDatabase(backend: Backend): Promise<TestDatabase> {
     };
   }
   return {
-    options: { dataDir: path.join(home, "pglite"), loadDataDir: await pgliteTemplate() },
+    options: { dataDir: path.join(home, "pglite"), loadDataDir: await pgliteTemplate(opts.blank ? "blank" : "migrated") },
     home,
     cleanup: () => rm(home, { recursive: true, force: true }),
   };

@@ -3,8 +3,9 @@
  * setup, instead of once per test file (each file runs in its own worker process, and PGlite's
  * initdb costs seconds of CPU — ~50 files × ~3.5 s was a large part of the suite):
  *
- *  - a blank template (a dump of an initdb'd data directory) that freshDatabase("pglite") loads
- *    into each test's new data directory;
+ *  - a blank template (a dump of an initdb'd data directory), for the tests of migrations;
+ *  - the same with every migration applied, which freshDatabase("pglite") loads into each test's
+ *    new data directory (opening it still runs the migrations, which then find nothing to do);
  *  - a migrated data directory that seededHome() copies for the servers the tests spawn.
  *
  * Both live in the run's temporary directory, so the teardown removes them.
@@ -17,6 +18,8 @@ import path from "node:path";
 export interface PgliteSeedPaths {
   /** The blank template: a tar dump of an initdb'd data directory. */
   template: string;
+  /** The blank template with every migration applied. */
+  migratedTemplate: string;
   /** A home's `pglite` directory with every migration applied. */
   migrated: string;
 }
@@ -25,7 +28,11 @@ export interface PgliteSeedPaths {
 export function pgliteSeedPaths(): PgliteSeedPaths | undefined {
   const run = process.env.AAS_TEST_RUN_TMPDIR;
   if (!run) return undefined;
-  return { template: path.join(run, "pglite-template.tar"), migrated: path.join(run, "pglite-seed", "pglite") };
+  return {
+    template: path.join(run, "pglite-template.tar"),
+    migratedTemplate: path.join(run, "pglite-template-migrated.tar"),
+    migrated: path.join(run, "pglite-seed", "pglite"),
+  };
 }
 
 export async function makeBlankTemplate(): Promise<Blob> {
@@ -41,21 +48,25 @@ export async function makeBlankTemplate(): Promise<Blob> {
   }
 }
 
-/** Global setup: writes the template and the migrated directory. */
+/** Global setup: writes both templates and the migrated directory. */
 export async function preparePgliteSeeds(paths: PgliteSeedPaths): Promise<void> {
   const template = await makeBlankTemplate();
   await writeFile(paths.template, Buffer.from(await template.arrayBuffer()));
   await mkdir(path.dirname(paths.migrated), { recursive: true });
   const { openDatabase } = await import("../../src/store/database.js");
   const db = await openDatabase({ dataDir: paths.migrated, loadDataDir: template });
-  await db.close();
+  try {
+    await writeFile(paths.migratedTemplate, Buffer.from(await (await db.dumpDataDir!()).arrayBuffer()));
+  } finally {
+    await db.close();
+  }
 }
 
-/** The run's blank template, if the global setup made one. */
-export function readBlankTemplate(paths: PgliteSeedPaths | undefined): Blob | undefined {
-  if (!paths) return undefined;
+/** One of the run's templates, if the global setup made it. */
+export function readTemplate(file: string | undefined): Blob | undefined {
+  if (!file) return undefined;
   try {
-    return new Blob([readFileSync(paths.template)]);
+    return new Blob([readFileSync(file)]);
   } catch {
     return undefined;
   }
