@@ -9,6 +9,7 @@ import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type Se
 import { Metrics } from "./metrics.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
 import { Connection } from "./rpc/connection.js";
+import type { SendText } from "./rpc/peer.js";
 import { registerSessionHandlers } from "./rpc/handlers/session.js";
 import { registerThreadHandlers } from "./rpc/handlers/threads.js";
 import { registerTurnHandlers } from "./rpc/handlers/turns.js";
@@ -140,7 +141,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   });
   let connectionCount = 0;
   const metrics = new Metrics();
-  const accept = (send: (text: string, message?: Record<string, unknown>) => void, closeSocket?: (code: number, reason: string) => void) => {
+  const accept = (send: SendText, closeSocket?: (code: number, reason: string) => void) => {
     // Every line a connection logs names it (with the request id where there is one).
     const conn = new Connection(send, log.child({ component: "rpc", connection: ++connectionCount }), {
       maxInFlightRequests: limits.maxInFlightRequests,

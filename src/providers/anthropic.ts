@@ -4,7 +4,7 @@
  * assembled here from raw SSE events rather than by the SDK's MessageStream helper, so the
  * block indices we emit are positions in our own AssistantMessage.content.
  */
-import Anthropic from "@anthropic-ai/sdk";
+import Anthropic, { APIError } from "@anthropic-ai/sdk";
 import type {
   ContentBlockParam,
   ImageBlockParam,
@@ -22,6 +22,7 @@ import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, 
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
 import { argumentsAsObject, makeUsage, num, parseDataUrl } from "./shared.js";
+import { SseReader, type SseMessage } from "./sse.js";
 import {
   ProviderError,
   type ModelProvider,
@@ -384,6 +385,28 @@ export class AnthropicStreamAssembler {
   }
 }
 
+/**
+ * The data of one Messages stream event, with the rules of the SDK's Stream iterator
+ * (@anthropic-ai/sdk/core/streaming.js): `ping`, unnamed and empty events are skipped; an
+ * `error` event is thrown as the SDK's APIError carrying its body and type (no status:
+ * errors.ts reads it as a mid-stream error); JSON that does not parse throws SyntaxError.
+ */
+export function anthropicEventData(msg: SseMessage, headers: Headers): RawMessageStreamEvent | undefined {
+  if (msg.event === undefined || msg.event === "ping") return undefined;
+  if (msg.event === "error") {
+    let body: unknown = msg.data;
+    try {
+      body = JSON.parse(msg.data) ?? msg.data;
+    } catch {
+      // not JSON: the raw text is the body
+    }
+    const type = (body as { error?: { type?: string } } | null)?.error?.type as ConstructorParameters<typeof APIError>[4];
+    throw new APIError(undefined, body as object, undefined, headers, type);
+  }
+  if (!msg.data) return undefined;
+  return JSON.parse(msg.data) as RawMessageStreamEvent;
+}
+
 export class AnthropicProvider implements ModelProvider {
   readonly id = "anthropic";
   private readonly auth: ResolvedAuth;
@@ -414,12 +437,21 @@ export class AnthropicProvider implements ModelProvider {
     try {
       const body = buildAnthropicRequest(request, this.opts);
       if (signal.aborted) throw new ProviderError("aborted", "anthropic: request aborted");
-      const stream = await this.client.messages.create(body, { signal });
+      // The SDK makes the request (and turns an HTTP error status into an APIError); the body's
+      // events are read here (sse.ts).
+      const response = await this.client.messages.create(body, { signal }).asResponse();
       ctx.streamStarted = true;
-      for await (const ev of stream) {
-        for (const out of asm.handle(ev)) yield out;
+      const sse = new SseReader(response);
+      try {
+        for (let batch; (batch = await sse.next()) !== null; ) {
+          for (const msg of batch) {
+            const ev = anthropicEventData(msg, response.headers);
+            if (ev !== undefined) for (const out of asm.handle(ev)) yield out;
+          }
+        }
+      } finally {
+        sse.close();
       }
-      // The SDK ends iteration quietly when the signal aborts mid-stream.
       if (signal.aborted) throw new ProviderError("aborted", "anthropic: request aborted");
       yield asm.finish();
     } catch (err) {

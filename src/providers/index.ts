@@ -40,13 +40,20 @@ export function createProvider(id: ProviderId, opts: ProviderOptions = {}): Mode
  */
 class LazyProvider implements ModelProvider {
   private real: Promise<ModelProvider> | undefined;
+  private loaded: ModelProvider | undefined;
   constructor(
     readonly id: ProviderId,
     private readonly load: () => Promise<ModelProvider>,
   ) {}
 
-  async *stream(request: ModelRequest, signal: AbortSignal): AsyncIterable<ProviderStreamEvent> {
-    this.real ??= this.load();
+  stream(request: ModelRequest, signal: AbortSignal): AsyncIterable<ProviderStreamEvent> {
+    // Once loaded, the adapter's own stream: no extra generator step per event.
+    if (this.loaded) return this.loaded.stream(request, signal);
+    return this.first(request, signal);
+  }
+
+  private async *first(request: ModelRequest, signal: AbortSignal): AsyncIterable<ProviderStreamEvent> {
+    this.real ??= this.load().then((p) => (this.loaded = p));
     yield* (await this.real).stream(request, signal);
   }
 }

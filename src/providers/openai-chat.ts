@@ -9,8 +9,9 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from "o
 import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
 import type { ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
-import { openAIConnection } from "./openai-responses.js";
+import { OpenAIEventData, openAIConnection } from "./openai-responses.js";
 import { joinText, makeUsage, num } from "./shared.js";
+import { SseReader } from "./sse.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
 
 export interface OpenAIChatProviderOptions {
@@ -209,11 +210,20 @@ export class OpenAIChatProvider implements ModelProvider {
     try {
       const body = buildChatRequest(request, this.opts);
       if (signal.aborted) throw new ProviderError("aborted", "openai-chat: request aborted");
-      const stream = await this.client.chat.completions.create(body, { signal });
+      const response = await this.client.chat.completions.create(body, { signal }).asResponse();
       ctx.streamStarted = true;
+      const sse = new SseReader(response);
+      const data = new OpenAIEventData(response.headers);
       // Read to the real end ([DONE] or connection close), never stop at finish_reason.
-      for await (const chunk of stream) {
-        for (const out of asm.handle(chunk)) yield out;
+      try {
+        for (let batch; (batch = await sse.next()) !== null; ) {
+          for (const msg of batch) {
+            const chunk = data.parse(msg) as ChatCompletionChunk | undefined;
+            if (chunk !== undefined) for (const out of asm.handle(chunk)) yield out;
+          }
+        }
+      } finally {
+        sse.close();
       }
       if (signal.aborted) throw new ProviderError("aborted", "openai-chat: request aborted");
       yield asm.finish();

@@ -3,12 +3,13 @@
  * reasoning carried forward as encrypted content). The request body is built by a pure function
  * (exported for tests); the stream is assembled from raw events into our AssistantMessage.
  */
-import OpenAI from "openai";
+import OpenAI, { APIError } from "openai";
 import type { ResponseCreateParamsStreaming, ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
 import { kindFromCode, toProviderError, type ErrorContext } from "./errors.js";
 import { joinText, makeUsage, num } from "./shared.js";
+import { SseReader, type SseMessage } from "./sse.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
 
 export interface OpenAIResponsesProviderOptions {
@@ -353,17 +354,52 @@ export class OpenAIResponsesProvider implements ModelProvider {
     try {
       const body = buildResponsesRequest(request, this.opts);
       if (signal.aborted) throw new ProviderError("aborted", "openai: request aborted");
-      const stream = await this.client.responses.create(body, { signal });
+      // The SDK makes the request (and turns an HTTP error status into an APIError); the body's
+      // events are read here (sse.ts).
+      const response = await this.client.responses.create(body, { signal }).asResponse();
       ctx.streamStarted = true;
-      for await (const ev of stream) {
-        for (const out of asm.handle(ev)) yield out;
+      const sse = new SseReader(response);
+      const data = new OpenAIEventData(response.headers);
+      try {
+        for (let batch; (batch = await sse.next()) !== null; ) {
+          for (const msg of batch) {
+            const ev = data.parse(msg) as ResponseStreamEvent | undefined;
+            if (ev !== undefined) for (const out of asm.handle(ev)) yield out;
+          }
+        }
+      } finally {
+        sse.close();
       }
-      // The SDK ends iteration quietly when the signal aborts mid-stream.
       if (signal.aborted) throw new ProviderError("aborted", "openai: request aborted");
       yield asm.finish();
     } catch (err) {
       throw toProviderError(err, ctx);
     }
+  }
+}
+
+/**
+ * The data of OpenAI's stream events (Responses and Chat Completions), with the rules of the SDK's
+ * Stream iterator (openai/core/streaming.js): nothing after `[DONE]`; a chunk carrying `error`
+ * is thrown as the SDK's APIError (no status: errors.ts reads it as a mid-stream error);
+ * Assistants' `thread.*` events do not occur on these endpoints and are skipped; JSON that does
+ * not parse throws SyntaxError (errors.ts: a malformed chunk, streamIncomplete).
+ */
+export class OpenAIEventData {
+  private done = false;
+  constructor(private readonly headers: Headers) {}
+
+  /** The event's parsed data, or undefined for events the caller should not see. */
+  parse(msg: SseMessage): unknown {
+    if (this.done) return undefined;
+    if (msg.data.startsWith("[DONE]")) {
+      this.done = true;
+      return undefined;
+    }
+    if (msg.event !== undefined && msg.event.startsWith("thread.")) return undefined;
+    const data = JSON.parse(msg.data) as { error?: unknown } | null;
+    if (data && data.error) throw new APIError(undefined, data.error as object, undefined, this.headers);
+    return data;
   }
 }
 

@@ -4,10 +4,11 @@
  */
 import type { z } from "zod";
 import { clientRequests, type ClientRequestMethod, type ParamsOf, type ResultOf } from "../protocol/methods.js";
-import type { Subscriber } from "../runtime/threads.js";
+import type { SharedNotification, Subscriber } from "../runtime/threads.js";
 import { invalidParams, invalidRequest, paramsError } from "./errors.js";
 import { containsNul } from "../store/text.js";
 import { RpcPeer, type PeerLimits, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
+import { prepared } from "./prepared-notification.js";
 
 let nextConnectionId = 1;
 
@@ -57,6 +58,11 @@ export class Connection implements Subscriber {
   notify(method: string, params: object, emittedAtMs?: number): void {
     if (this.optOut.has(method)) return;
     this.peer.notify(method, params, emittedAtMs);
+  }
+
+  notifyShared(n: SharedNotification): void {
+    if (this.optOut.has(n.method)) return;
+    this.peer.notifyPrepared(prepared(n));
   }
 
   receive(text: string): void {

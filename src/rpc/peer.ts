@@ -25,6 +25,7 @@ import {
 import { ErrorCode, type RequestId } from "../protocol/jsonrpc.js";
 import { REQUEST_CANCELLED, RpcError } from "./errors.js";
 import { idKey, isRequestId, messageStarts, rawTextAt, stringifyMessage, wireId, type WireId } from "./ids.js";
+import type { PreparedNotification } from "./prepared-notification.js";
 
 export interface PeerLogger {
   warn(obj: object, msg: string): void;
@@ -34,9 +35,11 @@ export interface PeerLogger {
 
 /**
  * What a transport provides: send one message (one frame / one line). `message` is the object
- * behind `text`, for transports that buffer and may merge deltas (see transport/outbound.ts).
+ * behind `text`, for transports that buffer and may merge deltas (see transport/outbound.ts), or
+ * the PreparedNotification `text` came from (shared by every connection: a transport may send
+ * its bytes instead). A sender that only wants the text ignores it.
  */
-export type SendText = (text: string, message?: Record<string, unknown>) => void;
+export type SendText = (text: string, message?: Record<string, unknown> | PreparedNotification) => void;
 
 /** Ingress limits per connection (DESIGN.md §10: -32001 "Server overloaded; retry later"). */
 export interface PeerLimits {
@@ -154,6 +157,12 @@ export class RpcPeer {
   notify(method: string, params: unknown, emittedAtMs = Date.now()): void {
     if (!this.open) return;
     this.write({ jsonrpc: "2.0", method, params, emittedAtMs });
+  }
+
+  /** A notification serialised once for all its recipients (the same text as notify's). */
+  notifyPrepared(n: PreparedNotification): void {
+    if (!this.open) return;
+    this.sendText(n.text, n);
   }
 
   /** A server → client request. Rejects with RpcError on an error reply, timeout or close. */

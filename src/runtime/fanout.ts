@@ -186,29 +186,42 @@ export class Fanout {
    * seq never delivers a delta before an earlier event.
    */
   private encode(threadId: string, box: Outbox): string[] {
-    const parts: Array<FanoutMessage["d"]> = [[]];
+    // Each entry is serialised once (issue 16: it was three times per delta) and the payload is
+    // assembled from those texts: the same JSON as JSON.stringify of a FanoutMessage.
+    const parts: Array<{ seq: number[]; json: string[] }> = [{ seq: [], json: [] }];
     let size = 0;
+    const add = (seq: number, json: string, bytes: number) => {
+      if (size + bytes > MAX_PAYLOAD - 200) {
+        parts.push({ seq: [], json: [] });
+        size = 0;
+      }
+      const part = parts[parts.length - 1]!;
+      part.seq.push(seq);
+      part.json.push(json);
+      size += bytes + 1;
+    };
     for (const d of box.deltas) {
+      const json = JSON.stringify([d.seq, d.method, d.params, d.emittedAtMs]);
+      const bytes = Buffer.byteLength(json);
+      if (bytes <= MAX_PAYLOAD - 200) {
+        add(d.seq, json, bytes);
+        continue;
+      }
       for (const entry of splitDelta(d)) {
-        const bytes = Buffer.byteLength(JSON.stringify(entry));
-        if (bytes > MAX_PAYLOAD - 200) continue; // not a text delta: its item/completed carries it
-        if (size + bytes > MAX_PAYLOAD - 200) {
-          parts.push([]);
-          size = 0;
-        }
-        parts[parts.length - 1]!.push(entry);
-        size += bytes;
+        const partJson = JSON.stringify(entry);
+        const partBytes = Buffer.byteLength(partJson);
+        if (partBytes > MAX_PAYLOAD - 200) continue; // not a text delta: its item/completed carries it
+        add(d.seq, partJson, partBytes);
       }
     }
     const out: string[] = [];
-    parts.forEach((d, i) => {
-      const next = parts[i + 1]?.[0]?.[0];
+    const head = `{"o":${JSON.stringify(this.processId)},"t":${JSON.stringify(threadId)},"m":`;
+    parts.forEach((part, i) => {
+      const next = parts[i + 1]?.seq[0];
       const last = next === undefined;
       const m = last ? box.maxSeq : Math.max(0, ...box.committedSeqs.filter((s) => s < next));
-      if (last && d.length === 0 && m === 0 && !box.requestsChanged) return;
-      const msg: FanoutMessage = { o: this.processId, t: threadId, m, d };
-      if (last && box.requestsChanged) msg.r = 1;
-      out.push(JSON.stringify(msg));
+      if (last && part.json.length === 0 && m === 0 && !box.requestsChanged) return;
+      out.push(`${head}${m},"d":[${part.json.join(",")}]${last && box.requestsChanged ? ',"r":1' : ""}}`);
     });
     return out;
   }

@@ -27,6 +27,20 @@ export interface Subscriber extends RequestingSubscriber {
   readonly id: number;
   /** `emittedAtMs`: when the notification was first emitted (replays keep the original time). */
   notify(method: string, params: object, emittedAtMs?: number): void;
+  /**
+   * The same, as one object shared by every subscriber of the delivery, so that a transport can
+   * serialise it once for all of them (issue 16). Optional; without it `notify` is called.
+   */
+  notifyShared?(n: SharedNotification): void;
+}
+
+/** A notification as delivered to all subscribers at once; its members never change after delivery. */
+export interface SharedNotification {
+  readonly method: string;
+  readonly params: object;
+  readonly emittedAtMs: number;
+  /** Filled by the first connection that serialises it, reused by the others (src/rpc/prepared-notification.ts). */
+  serialised?: unknown;
 }
 
 /** What the turn runner keeps on a loaded thread (see src/runtime/turns.ts). */
@@ -468,8 +482,9 @@ export class ThreadRuntime {
   deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void {
     const seq = params.seq;
     if (typeof seq === "number" && seq > thread.deliveredSeq) thread.deliveredSeq = seq;
-    for (const s of thread.subscribers) s.notify(method, params, emittedAtMs);
-    if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notify(method, params, emittedAtMs);
+    const n: SharedNotification = { method, params, emittedAtMs: emittedAtMs ?? Date.now() };
+    for (const s of thread.subscribers) s.notifyShared ? s.notifyShared(n) : s.notify(method, params, n.emittedAtMs);
+    if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notifyShared ? alsoTo.notifyShared(n) : alsoTo.notify(method, params, n.emittedAtMs);
   }
 
   async setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: TransactionSql) => Promise<void>): Promise<void> {

@@ -11,7 +11,8 @@
 export interface OutboundSink {
   /** Bytes accepted but not yet written to the network. */
   readonly bufferedAmount: number;
-  write(text: string): void;
+  /** One message: its text, or its UTF-8 bytes (a notification serialised once for many sockets). */
+  write(data: string | Buffer): void;
   close(code: number, reason: string): void;
 }
 
@@ -33,9 +34,14 @@ export interface OutboundOptions {
   onOverflow?(bufferedBytes: number): void;
 }
 
+/** A hint computed only if the message has to wait (the direct path never needs it). */
+export interface HintSource {
+  coalesceHint(): CoalesceHint | undefined;
+}
+
 interface Entry {
   /** Serialised message; absent while deltas are still being merged into it. */
-  text?: string;
+  text?: string | Buffer;
   bytes: number;
   hint?: CoalesceHint;
   /** Merged delta texts, joined once when the entry is sent (merging stays linear). */
@@ -62,12 +68,14 @@ export class OutboundQueue {
     return this.queuedBytes + this.sink.bufferedAmount;
   }
 
-  push(text: string, hint?: CoalesceHint): void {
+  /** `text`: the message as text or UTF-8 bytes (sizes count its length either way). */
+  push(text: string | Buffer, hintOrSource?: CoalesceHint | HintSource): void {
     if (this.closed) return;
     if (this.queue.length === 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
       this.sink.write(text);
       return;
     }
+    const hint = hintOrSource && "coalesceHint" in hintOrSource ? hintOrSource.coalesceHint() : hintOrSource;
     const tail = this.queue[this.queue.length - 1];
     if (hint && tail?.hint && tail.hint.key === hint.key) {
       tail.parts ??= [tail.hint.message.params.delta];

@@ -6,13 +6,14 @@
  * reads lines never sees them.
  */
 import type { Readable, Writable } from "node:stream";
+import type { SendText } from "../rpc/peer.js";
 import { FrameReader, frameMessage, type Framing } from "./framing.js";
 
 export interface StdioTransportOptions {
   input?: Readable;
   output?: Writable;
   maxLineBytes: number;
-  accept(send: (text: string) => void): { receive(text: string): void; closed(): void; drain?(): Promise<void> };
+  accept(send: SendText): { receive(text: string): void; closed(): void; drain?(): Promise<void> };
   /** stdin ended: the client is gone. */
   onEnd(): void;
 }
@@ -21,7 +22,21 @@ export function startStdioTransport(opts: StdioTransportOptions): { close(): voi
   const input = opts.input ?? process.stdin;
   const output = opts.output ?? process.stdout;
   let framing: Framing = "lines";
-  const write = (text: string, as: Framing = framing) => output.write(frameMessage(text, as));
+  // Messages written in the same tick leave in one write (cork until the end of the tick): a
+  // stream of deltas costs one syscall per tick, not one per message.
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    output.uncork();
+  };
+  const write = (text: string, as: Framing = framing) => {
+    if (!corked) {
+      corked = true;
+      output.cork();
+      process.nextTick(uncork);
+    }
+    output.write(frameMessage(text, as));
+  };
   const peer = opts.accept((text) => write(text));
   const reader = new FrameReader({
     maxMessageBytes: opts.maxLineBytes,
