@@ -26,6 +26,8 @@ async function makeSeed(name: string, migrationsDir: string): Promise<string> {
     const db = await openDatabase({ ...fresh.options, migrationsDir });
     try {
       const { names, hash } = await migrationsHash(migrationsDir);
+      // The dump holds exactly these migrations (a seed "without the newest" must really lack it).
+      expect((await db.sql<{ name: string }[]>`select name from schema_migrations order by name`).map((r) => r.name)).toEqual(names);
       const file = path.join(tmp, `${name}.tar.gz`);
       await writeSeed(file, await db.dumpDataDir!(), { pglite: pgliteVersion(), migrations: names, migrationsHash: hash });
       return file;
