@@ -193,6 +193,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       databaseUrl: opts.databaseUrl,
       dataDir: path.join(opts.home, "pglite"),
       maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
+      ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
       ...opts.database,
     });
   } catch (err) {

@@ -215,3 +215,29 @@ describe("the PGlite data directory lock", () => {
     });
   });
 });
+
+describe("PGlite's shared_buffers", () => {
+  it("is 16MB unless configured; a configured size is used; a bad one is refused before PGlite starts, naming the setting", async () => {
+    const test = await freshDatabase("pglite");
+    await withDatabase(test, async () => {
+      const first = await openDatabase(test.options);
+      try {
+        expect((await first.sql<{ sharedBuffers: string }[]>`show shared_buffers`)[0]!.sharedBuffers).toBe("16MB");
+      } finally {
+        await first.close();
+      }
+      const second = await openDatabase({ ...test.options, loadDataDir: undefined, pgliteSharedBuffers: "48MB" });
+      try {
+        expect((await second.sql<{ sharedBuffers: string }[]>`show shared_buffers`)[0]!.sharedBuffers).toBe("48MB");
+      } finally {
+        await second.close();
+      }
+      for (const bad of ["lots", "16", "64kB", "3GB"]) {
+        await expect(openDatabase({ ...test.options, loadDataDir: undefined, pgliteSharedBuffers: bad })).rejects.toThrow(/APP_SERVER_PGLITE_SHARED_BUFFERS/);
+      }
+      // Refused before anything was opened: the directory is not left locked.
+      const third = await openDatabase({ ...test.options, loadDataDir: undefined });
+      await third.close();
+    });
+  });
+});
