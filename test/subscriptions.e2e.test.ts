@@ -93,6 +93,25 @@ describe.each(BACKENDS)("loaded threads and subscriptions (%s)", (backend) => {
     expect((await b.requestRaw("thread/unsubscribe", {})).error?.code).toBe(-32602);
   });
 
+  it("thread/unsubscribe right after the thread/resume response unsubscribes (the subscription counts from the response)", async () => {
+    const a = await client();
+    const id = (await a.request("thread/start", {})).thread.id;
+    await a.request("thread/unsubscribe", { threadId: id });
+    const b = await client();
+    // The resume's subscription step runs after its response goes out; an unsubscribe sent as
+    // soon as the response arrives must still find (and cancel) it, and the thread must unload.
+    for (let i = 0; i < 20; i++) {
+      await b.request("thread/resume", { threadId: id, ...(i % 2 ? { afterSeq: 0 } : {}) });
+      expect(await b.request("thread/unsubscribe", { threadId: id })).toEqual({ status: "unsubscribed" });
+    }
+    await eventually(async () => expect(await loaded(b)).toEqual([]));
+    // A closed connection's pending subscription is dropped too.
+    const c = await client();
+    await c.request("thread/resume", { threadId: id });
+    await c.close();
+    await eventually(async () => expect(await loaded(b)).toEqual([]));
+  });
+
   it("an unsubscribed connection stops receiving the thread's notifications", async () => {
     const a = await client();
     const id = (await a.request("thread/start", {})).thread.id;

@@ -94,6 +94,11 @@ export async function inIssueOrder(statements: Promise<unknown>[]): Promise<void
 
 export class LoadedThread {
   readonly subscribers = new Set<Subscriber>();
+  /**
+   * Connections whose thread/resume was answered but whose subscription (the `attach` step) has
+   * not run yet: they count as subscribed (thread/unsubscribe right after the response cancels it).
+   */
+  readonly attaching = new Set<Subscriber>();
   status: ThreadStatus;
   /** The running turn, if any (one per thread). */
   activeTurn: ActiveTurnHandle | null = null;
@@ -536,12 +541,26 @@ export class ThreadRuntime {
    * the store (and read here), every event after it is published to the new subscriber — no gap,
    * no duplicate. `after`: wait for this first (the resume response must go out before the replay).
    */
-  async attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>): Promise<void> {
+  async attach(thread: LoadedThread, subscriber: Subscriber, afterSeq: number | null, after?: Promise<void>, listening?: () => void): Promise<void> {
     // The step joins the thread's pipeline at once, before the response goes out: events
     // published after it (the client may react to the response) wait for the subscription.
+    thread.attaching.add(subscriber);
+    // Cancelled by thread/unsubscribe or a disconnect before the step subscribed: nothing to do
+    // (and the thread may be unloadable now).
+    const cancelled = () => {
+      if (thread.attaching.has(subscriber)) return false;
+      this.maybeUnload(thread);
+      return true;
+    };
     return thread.enqueue(async () => {
+      if (cancelled()) return;
       // Listening before reading: an event another process commits after the read wakes us.
       await this.cluster?.follow(thread);
+      // The starting point of live delivery, taken before the response goes out (`listening` lets
+      // resume wait for it): a thread followed from another process delivers only relayed events
+      // above it, so read after the response, it could swallow events committed meanwhile.
+      if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);
+      listening?.();
       await after;
       // Early-published events (commitEarly) may still be committing: the read must see them.
       await thread.committed();
@@ -552,12 +571,18 @@ export class ThreadRuntime {
         let cursor = afterSeq;
         for (;;) {
           const page = (await this.store.listEvents(thread.id, cursor, REPLAY_PAGE)).filter((e) => e.seq <= thread.deliveredSeq);
+          if (!thread.attaching.has(subscriber)) break;
           for (const e of page) subscriber.notify(e.method, e.params, e.emittedAtMs);
           if (page.length < REPLAY_PAGE) break;
           cursor = page[page.length - 1]!.seq;
         }
       }
+      if (cancelled()) return;
+      thread.attaching.delete(subscriber);
       this.subscribe(thread, subscriber);
+    }).finally(() => {
+      // A failed step must not leave the connection counted as subscribing.
+      if (thread.attaching.delete(subscriber)) this.maybeUnload(thread);
     });
   }
 
@@ -753,7 +778,12 @@ export class ThreadRuntime {
   unsubscribe(threadId: string, subscriber: Subscriber): "notLoaded" | "notSubscribed" | "unsubscribed" {
     const thread = this.loaded.get(threadId);
     if (!thread) return "notLoaded";
-    if (!thread.subscribers.delete(subscriber)) return "notSubscribed";
+    const attaching = thread.attaching.delete(subscriber);
+    if (!thread.subscribers.delete(subscriber)) {
+      if (!attaching) return "notSubscribed";
+      this.maybeUnload(thread);
+      return "unsubscribed";
+    }
     thread.broker.unsubscribed(subscriber);
     this.maybeUnload(thread);
     return "unsubscribed";
@@ -761,7 +791,9 @@ export class ThreadRuntime {
 
   /** A connection went away: drop its subscriptions; threads nobody watches and nothing runs on unload. */
   disconnect(subscriber: Subscriber): void {
-    for (const thread of this.loaded.values()) {
+    for (const thread of [...this.loaded.values()]) {
+      const attaching = thread.attaching.delete(subscriber);
+      if (attaching && !thread.subscribers.has(subscriber)) this.maybeUnload(thread);
       if (thread.subscribers.delete(subscriber)) {
         thread.broker.unsubscribed(subscriber);
         this.maybeUnload(thread);
@@ -771,7 +803,7 @@ export class ThreadRuntime {
 
   /** Unloads a thread nobody watches and nothing runs on (called again when its turn ends). */
   maybeUnload(thread: LoadedThread): void {
-    if (thread.subscribers.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
+    if (thread.subscribers.size > 0 || thread.attaching.size > 0 || thread.activeTurn !== null || this.loaded.get(thread.id) !== thread) return;
     if (this.unrecorded?.has(thread.id)) return; // its seq counter is the only exact one until then
     this.loaded.delete(thread.id);
     this.cluster?.unfollow(thread);
