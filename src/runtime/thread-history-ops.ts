@@ -81,10 +81,21 @@ export class ThreadHistoryOps {
         this.runtime.releaseIfIdle(thread);
       }
     }
+    // A thread running on another process (followed through its relays): the response waits until
+    // this process listens and knows where live delivery starts, and the turns are read after
+    // that — else an event committed there between the response and that point reached neither
+    // the response nor the client (a turn's end went missing, test/workers.e2e.test.ts).
+    const followed = this.runtime.cluster?.fanout != null && !thread.lease;
+    let attached: Promise<void> | null = null;
+    if (followed) {
+      let listening!: () => void;
+      const ready = new Promise<void>((resolve) => (listening = resolve));
+      attached = this.runtime.attach(thread, subscriber, p.afterSeq ?? null, responded, listening);
+      await Promise.race([ready, attached.then(() => {}, () => {})]);
+    }
     const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
-    void this.runtime
-      .attach(thread, subscriber, p.afterSeq ?? null, responded)
-      .catch((err) => this.log.error({ err, threadId: thread.id }, "could not replay events to a resumed client"));
+    attached ??= this.runtime.attach(thread, subscriber, p.afterSeq ?? null, responded);
+    attached.catch((err) => this.log.error({ err, threadId: thread.id }, "could not replay events to a resumed client"));
     return {
       ...settingsResponse(threadView(thread.record, thread.status, turns), thread.record),
       collaborationMode: null,
