@@ -68,8 +68,18 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
     links.fanout = new Fanout(db.sql, leases.processId, log, (m) => links.onMessage(m), (t) => links.onListen(t), relayMs);
     links.commands = new RemoteCommands(db.sql, leases.processId, (c) => links.handle(c), log);
     await links.commands.start();
+    await links.fanout.listenPresence();
   }
   await leases.start();
+  const fanout = links.fanout;
+  if (fanout) {
+    // Serve only once every running process relays to this one (see fanout.ts, presence).
+    await fanout.join(await leases.store.liveOthers(leases.processId), Math.min(2000, ttlMs));
+    leases.afterBeat = async () => {
+      const since = fanout.hellosHeard;
+      fanout.peersSeen((await leases.store.liveOthers(leases.processId)).length, since);
+    };
+  }
   const sweeper = new Sweeper(runtime, leases, (r, epoch) => turns.restore(r, epoch), log);
   await sweeper.sweep();
   sweeper.start(sweepMs);

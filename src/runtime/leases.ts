@@ -54,6 +54,8 @@ export class LeaseManager {
   private lastHeartbeat = Date.now();
   /** Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases. */
   private readonly every: number;
+  /** Runs after each successful heartbeat (fan-out refreshes whether another process exists). */
+  afterBeat?: () => Promise<void>;
 
   constructor(
     readonly store: LeaseStore,
@@ -77,6 +79,7 @@ export class LeaseManager {
       // A beat after a gap (failed beats, or one that hung across an outage): healthy from now.
       if (now - this.lastHeartbeat > 2 * this.every) this.healthySince = now;
       this.lastHeartbeat = now;
+      await this.afterBeat?.().catch((err) => this.log.warn({ err }, "could not refresh the list of other processes"));
     } catch (err) {
       this.noteOutage();
       this.log.warn({ err, sinceLastMs: Date.now() - this.lastHeartbeat }, "heartbeat failed");

@@ -31,6 +31,12 @@ export class LeaseStore {
       on conflict (id) do update set expires_at = excluded.expires_at`;
   }
 
+  /** Ids of the other live processes (their registrations have not expired). */
+  async liveOthers(id: string): Promise<string[]> {
+    const rows = await this.sql<{ id: string }[]>`select id from processes where id <> ${id} and expires_at > now()`;
+    return rows.map((r) => r.id);
+  }
+
   /** A clean exit: leases this process still holds become free at once. */
   async unregister(id: string): Promise<void> {
     await this.sql`delete from processes where id = ${id}`;

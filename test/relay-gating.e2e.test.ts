@@ -1,0 +1,116 @@
+/**
+ * Relays only while another process exists (issue 16): real `app-server serve` processes on a fresh
+ * Postgres. A lone process streams a whole turn without one NOTIFY on the thread's channel; a
+ * process started while the first one's turn is mid-stream is relayed to from its start (a client
+ * resumed there gets every later delta live, in order, and the same items); once it stops and
+ * unregisters, the first process stops relaying again. The test listens on the thread's channel
+ * itself (the channel name is fanout.ts's).
+ */
+import postgres from "postgres";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { threadChannel, type FanoutMessage } from "../src/runtime/fanout.js";
+import { TEST_DATABASE_URL } from "./support/db.js";
+import type { TestClient } from "./support/client.js";
+import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
+import { text, turnCompleted } from "./support/turns.js";
+import { afterFirstTextDelta } from "./support/wire.js";
+import { deferred, freshPostgresDatabase } from "./support/durability.js";
+import { Cluster, eventually } from "./support/cluster.js";
+import { parseJson } from "./support/process.js";
+
+const TIMEOUT = 120_000;
+
+describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while another process exists", () => {
+  let mock: MockModelServer;
+  let database: { url: string; drop(): Promise<void> };
+  let cluster: Cluster;
+  let sql: postgres.Sql;
+  let gates: Array<() => void>;
+
+  beforeEach(async () => {
+    mock = await startMockModelServer();
+    database = await freshPostgresDatabase(TEST_DATABASE_URL!);
+    cluster = new Cluster(database.url, mock);
+    sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    gates = [];
+  });
+  afterEach(async () => {
+    for (const open of gates) open();
+    await cluster.close();
+    await sql.end();
+    await mock.close();
+    await database.drop();
+  });
+
+  const deltasOf = (c: TestClient, turnId: string) =>
+    c.notifications("item/agentMessage/delta").filter((f) => f.params.turnId === turnId).map((f) => ({ seq: f.params.seq as number, delta: f.params.delta as string }));
+  const chunks = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i} `);
+
+  it("a lone process relays nothing; a joining process is relayed to from its start; after it leaves, relaying stops", async () => {
+    const a = await cluster.spawn();
+    const ca = await cluster.connect(a);
+    const threadId = (await ca.request("thread/start", {})).thread.id;
+    // Everything notified on the thread's channel, by anyone, for the whole test.
+    const heard: FanoutMessage[] = [];
+    const listener = await sql.listen(threadChannel(threadId), (payload) => heard.push(JSON.parse(payload) as FanoutMessage));
+    try {
+      // 1. Alone: a whole turn, not one relay.
+      mock.enqueue({ text: chunks("alone", 20), chunkDelayMs: 5 });
+      const t1 = (await ca.request("turn/start", { threadId, input: text("one") })).turn;
+      const end1 = await turnCompleted(ca, t1.id);
+      expect(end1.params.turn.status).toBe("completed");
+      const lastSeq1 = end1.params.seq as number;
+
+      // 2. A turn is mid-stream on A (held after its first delta) when B starts.
+      const gate = deferred();
+      gates.push(gate.open);
+      mock.enqueue({ text: chunks("joined", 30), chunkDelayMs: 5, gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
+      const t2 = (await ca.request("turn/start", { threadId, input: text("two") })).turn;
+      await ca.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t2.id);
+      const b = await cluster.spawn();
+      const cb = await cluster.connect(b);
+      await cb.request("thread/resume", { threadId });
+      gate.open();
+      const end2 = await turnCompleted(cb, t2.id);
+      await turnCompleted(ca, t2.id);
+      // Every delta after the resume, live, in order: all but the one sent before B existed.
+      const aDeltas = deltasOf(ca, t2.id);
+      expect(aDeltas).toHaveLength(30);
+      expect(deltasOf(cb, t2.id)).toEqual(aDeltas.slice(1));
+      // The turn's items complete identically on both processes.
+      const aEnd = ca.notifications("turn/completed").find((f) => f.params.turn.id === t2.id)!;
+      expect(end2.params.turn.items).toEqual(aEnd.params.turn.items);
+      expect(end2.params.turn.status).toBe("completed");
+      // The relays B got came through the channel (this test's listener heard them too) — and none
+      // of turn 1's, which ran alone (anything of it would have been sent before turn 2's relays).
+      await eventually(async () => heard.some((m) => m.d.some((d) => d[2].turnId === t2.id)));
+      expect(heard.some((m) => m.d.some((d) => d[2].turnId === t1.id))).toBe(false);
+      expect(heard.every((m) => m.m === 0 || m.m > lastSeq1)).toBe(true);
+
+      // 3. B stops (a clean exit unregisters it): A's next heartbeat finds nobody and stops relaying.
+      b.proc.child.kill("SIGTERM");
+      expect((await b.proc.exited).code).toBe(0);
+      await eventually(async () => a.proc.stderrLines.map(parseJson).some((l) => l?.msg === "no other live process: relaying stopped"));
+      const heardBefore3 = heard.length;
+      mock.enqueue({ text: chunks("again", 20), chunkDelayMs: 5 });
+      const t3 = (await ca.request("turn/start", { threadId, input: text("three") })).turn;
+      const end3 = await turnCompleted(ca, t3.id);
+      const lastSeq3 = end3.params.seq as number;
+
+      // 4. A third process joins; A relays turn 4 to it. Nothing of turn 3 was notified (it would
+      //    have come before turn 4's relays on the same channel).
+      const c = await cluster.spawn();
+      const cc = await cluster.connect(c);
+      await cc.request("thread/resume", { threadId });
+      mock.enqueue({ text: chunks("four", 5), chunkDelayMs: 5 });
+      const t4 = (await ca.request("turn/start", { threadId, input: text("four") })).turn;
+      await turnCompleted(cc, t4.id);
+      await eventually(async () => heard.some((m) => m.m >= lastSeq3 + 1));
+      const after = heard.slice(heardBefore3);
+      expect(after.some((m) => m.d.some((d) => d[2].turnId === t3.id))).toBe(false);
+      expect(after.every((m) => m.m === 0 || m.m > lastSeq3)).toBe(true);
+    } finally {
+      await listener.unlisten();
+    }
+  }, TIMEOUT);
+});
