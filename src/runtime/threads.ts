@@ -16,6 +16,7 @@ import type { ThreadCursor, ThreadStore } from "../store/thread-store.js";
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "./history.js";
 import { SeqCounter } from "./seq.js";
+import { BIG_HISTORY_CHARS, releaseWhenIdle, textChars } from "./memory-release.js";
 import type { ClusterLinks } from "./cluster.js";
 import { LeaseLostError } from "./leases.js";
 import { sandboxModeOf } from "./settings.js";
@@ -808,6 +809,10 @@ export class ThreadRuntime {
     this.loaded.delete(thread.id);
     this.cluster?.unfollow(thread);
     this.releaseIfIdle(thread);
+    // Its history is garbage now; if it was big, have V8 give the memory back once idle.
+    if (thread.entries && textChars(thread.entries) >= BIG_HISTORY_CHARS) {
+      releaseWhenIdle(() => [...this.loaded.values()].some((t) => t.activeTurn !== null));
+    }
     if (thread.record.ephemeral && thread.createdHere) {
       // Through the thread's own pipeline: its insert may still be committing on another connection.
       void thread

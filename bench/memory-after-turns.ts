@@ -1,0 +1,133 @@
+/**
+ * `npx tsx bench/memory-after-turns.ts [--app=DIR] [--snapshots=DIR] [--big-mib=32]` (issue 16, item 4:
+ * "find what holds memory after turns"): the built CLI of DIR (default this tree; build it first)
+ * on a throwaway Postgres database, its `openai` provider pointed at the bench's mock model.
+ * Records VmRSS (and V8's heap from `process.memoryUsage` is not reachable from outside, so the
+ * optional heap snapshots are the detail):
+ *   1. idle, 1 s after ready;
+ *   2. after 20 turns on one thread (one connection, 50-chunk replies), client still connected;
+ *   3. 2 s after that client closed (nobody follows the thread);
+ *   4. after one turn whose reply is --big-mib MiB (in 64 KiB deltas), client still connected;
+ *   5. 2 s after that client closed.
+ * With --snapshots=DIR the server runs with `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=DIR`
+ * and a heap snapshot is written at 3, 4 and 5 (load them in Chrome DevTools, or summarise them
+ * with bench/heap-summary.mjs). Only 127.0.0.1 traffic; the database is dropped at the end.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import postgres from "postgres";
+import { BenchMock, textChunks } from "./lib/mock.js";
+import { procCpuSeconds, procMemory, spawnServer } from "./lib/proc.js";
+import { StreamClient } from "./lib/stream-client.js";
+import { nextMarker, runTurn } from "./lib/turn-driver.js";
+
+const argv = process.argv.slice(2);
+const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const APP = path.resolve(opt("app") ?? ROOT);
+const SNAPSHOTS = opt("snapshots") ? path.resolve(opt("snapshots")!) : null;
+const BIG_MIB = Number(opt("big-mib") ?? 32);
+/** Extra node flags for the server (e.g. --max-semi-space-size=2) and KEY=VALUE environment (e.g. MALLOC_ARENA_MAX=2). */
+const NODE_FLAGS = opt("node-options") ?? "";
+const EXTRA_ENV = Object.fromEntries(argv.filter((a) => a.startsWith("--env=")).map((a) => a.slice(6).split("=", 2) as [string, string]));
+const PG_ADMIN_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function snapshot(pid: number, label: string): Promise<string | null> {
+  if (!SNAPSHOTS) return null;
+  const before = new Set(await readdir(SNAPSHOTS));
+  process.kill(pid, "SIGUSR2");
+  // The snapshot is written synchronously by the server; wait until a new file stops growing.
+  for (let i = 0; i < 600; i++) {
+    await sleep(100);
+    const fresh = (await readdir(SNAPSHOTS)).filter((f) => !before.has(f) && f.endsWith(".heapsnapshot"));
+    if (fresh.length) {
+      await sleep(1000);
+      console.log(`  heap snapshot (${label}): ${path.join(SNAPSHOTS, fresh[0]!)}`);
+      return fresh[0]!;
+    }
+  }
+  return null;
+}
+
+async function main() {
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+  const dbName = `aas_bench_${randomBytes(4).toString("hex")}`;
+  await admin.unsafe(`create database ${dbName}`);
+  const home = await mkdtemp(path.join(os.tmpdir(), "aas-mem-"));
+  const mock = await BenchMock.start({ text: textChunks(50) }, false);
+  const rows: [string, number][] = [];
+  const rss = (pid: number, label: string) => {
+    const m = procMemory(pid);
+    rows.push([label, m.rssMB]);
+    console.log(`  ${label}: RSS ${m.rssMB.toFixed(1)} MiB (peak ${m.hwmMB.toFixed(1)})`);
+  };
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${dbName}`;
+  const srv = await spawnServer({
+    command: [process.execPath, path.join(APP, "bin", "app-server.js")],
+    cwd: APP,
+    home,
+    databaseUrl: url.toString(),
+    timeoutMs: 30_000,
+    nodeOptions: [NODE_FLAGS, SNAPSHOTS ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${SNAPSHOTS}` : ""].join(" ").trim() || undefined,
+    env: { ...mock.serverEnv(), ...EXTRA_ENV },
+  });
+  try {
+    console.log(`app ${APP} ${NODE_FLAGS} ${JSON.stringify(EXTRA_ENV)}, pid ${srv.pid}, load ${os.loadavg()[0]!.toFixed(2)}`);
+    await sleep(1000);
+    rss(srv.pid, "idle, 1 s after ready");
+
+    let c = await StreamClient.connect(srv.url);
+    const threadId = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+    const cpu0 = procCpuSeconds(srv.pid);
+    for (let i = 0; i < 20; i++) {
+      const r = await runTurn(c, threadId, nextMarker("mem"));
+      if (r.status !== "completed") throw new Error(`turn ${i}: ${r.status}`);
+    }
+    console.log(`  server CPU for 20 turns: ${((procCpuSeconds(srv.pid) - cpu0) * 1000).toFixed(0)} ms`);
+    await sleep(1000);
+    rss(srv.pid, "after 20 turns (client connected)");
+    await c.close();
+    await sleep(2000);
+    rss(srv.pid, "20 turns, 2 s after the client left");
+    await snapshot(srv.pid, "after 20 turns, nobody connected");
+
+    c = await StreamClient.connect(srv.url);
+    await c.request("thread/resume", { threadId });
+    const chunk = "x".repeat(64 * 1024 - 1) + " ";
+    mock.enqueue({ text: Array.from({ length: BIG_MIB * 16 }, () => chunk) });
+    c.onNotification = null;
+    const cpu1 = procCpuSeconds(srv.pid);
+    const r = await runTurn(c, threadId, nextMarker("big"), 300_000);
+    console.log(`  big turn: ${r.status}, ${r.deltas.length} deltas, server CPU ${((procCpuSeconds(srv.pid) - cpu1) * 1000).toFixed(0)} ms`);
+    r.deltas.length = 0;
+    await sleep(1000);
+    rss(srv.pid, `after a ${BIG_MIB} MiB reply (client connected)`);
+    await snapshot(srv.pid, "after the big reply, client connected");
+    await c.close();
+    await sleep(2000);
+    rss(srv.pid, `${BIG_MIB} MiB reply, 2 s after the client left`);
+    await snapshot(srv.pid, "after the big reply, nobody connected");
+    await sleep(5000);
+    rss(srv.pid, `${BIG_MIB} MiB reply, 7 s after the client left`);
+    await sleep(13000);
+    rss(srv.pid, `${BIG_MIB} MiB reply, 20 s after the client left`);
+  } finally {
+    await srv.stop();
+    await mock.close();
+    await admin.unsafe(`drop database ${dbName} with (force)`);
+    await admin.end();
+    await rm(home, { recursive: true, force: true });
+  }
+  console.log("\n| state | RSS MiB |\n|---|--:|");
+  for (const [l, v] of rows) console.log(`| ${l} | ${v.toFixed(1)} |`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
