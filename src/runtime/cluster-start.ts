@@ -75,7 +75,9 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
   if (fanout) {
     // Serve only once every running process relays to this one (see fanout.ts, presence).
     await fanout.join(await leases.store.liveOthers(leases.processId), Math.min(2000, ttlMs));
-    leases.afterBeat = async () => {
+    leases.afterBeat = async (afterGap) => {
+      // Our registration may have expired meanwhile (others stopped relaying to us): announce again.
+      if (afterGap) await fanout.announce();
       const since = fanout.hellosHeard;
       fanout.peersSeen((await leases.store.liveOthers(leases.processId)).length, since);
     };

@@ -177,7 +177,7 @@ export class Fanout {
   async join(others: string[], timeoutMs: number): Promise<void> {
     this.relaying = others.length > 0;
     const waits = others.map((id) => new Promise<void>((resolve) => this.awaited.set(id, resolve)));
-    await this.sql`select pg_notify(${PRESENCE_CHANNEL}, ${JSON.stringify({ k: "hello", o: this.processId })})`;
+    await this.announce();
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
       Promise.all(waits).then(() => false),
@@ -186,6 +186,11 @@ export class Fanout {
     clearTimeout(timer);
     if (timedOut) this.log.warn({ missing: others.filter((id) => this.awaited.has(id)), timeoutMs }, "not every running process answered this one's hello in time");
     this.awaited.clear();
+  }
+
+  /** NOTIFYs `hello`: every running process relays from now on (and answers `welcome`). */
+  async announce(): Promise<void> {
+    await this.sql`select pg_notify(${PRESENCE_CHANNEL}, ${JSON.stringify({ k: "hello", o: this.processId })})`;
   }
 
   /** Number of hellos heard so far (pass to `peersSeen` with a refresh started now). */

@@ -54,8 +54,11 @@ export class LeaseManager {
   private lastHeartbeat = Date.now();
   /** Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases. */
   private readonly every: number;
-  /** Runs after each successful heartbeat (fan-out refreshes whether another process exists). */
-  afterBeat?: () => Promise<void>;
+  /**
+   * Runs after each successful heartbeat (fan-out refreshes whether another process exists).
+   * `afterGap`: the beats before it failed (others may have taken this process for dead).
+   */
+  afterBeat?: (afterGap: boolean) => Promise<void>;
 
   constructor(
     readonly store: LeaseStore,
@@ -77,9 +80,10 @@ export class LeaseManager {
       await this.store.heartbeat(this.processId, this.opts.ttlMs);
       const now = Date.now();
       // A beat after a gap (failed beats, or one that hung across an outage): healthy from now.
-      if (now - this.lastHeartbeat > 2 * this.every) this.healthySince = now;
+      const afterGap = now - this.lastHeartbeat > 2 * this.every;
+      if (afterGap) this.healthySince = now;
       this.lastHeartbeat = now;
-      await this.afterBeat?.().catch((err) => this.log.warn({ err }, "could not refresh the list of other processes"));
+      await this.afterBeat?.(afterGap).catch((err) => this.log.warn({ err }, "could not refresh the list of other processes"));
     } catch (err) {
       this.noteOutage();
       this.log.warn({ err, sinceLastMs: Date.now() - this.lastHeartbeat }, "heartbeat failed");
