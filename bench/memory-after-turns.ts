@@ -102,7 +102,10 @@ async function main() {
     mock.enqueue({ text: Array.from({ length: BIG_MIB * 16 }, () => chunk) });
     c.onNotification = null;
     const cpu1 = procCpuSeconds(srv.pid);
+    // What the clients are sent: the turn/completed frame's size (its params, serialised).
     const r = await runTurn(c, threadId, nextMarker("big"), 300_000);
+    console.log(`  big turn: turn/completed params ${(JSON.stringify(r.completedParams).length / 1024).toFixed(1)} KiB`);
+    r.completedParams = null;
     console.log(`  big turn: ${r.status}, ${r.deltas.length} deltas, server CPU ${((procCpuSeconds(srv.pid) - cpu1) * 1000).toFixed(0)} ms`);
     r.deltas.length = 0;
     await sleep(1000);

@@ -14,6 +14,7 @@ import { BACKENDS, TEST_DATABASE_URL, type Backend } from "./support/db.js";
 import { TestClient, type Frame } from "./support/client.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { allEvents, deferred, isDelta, threadNotifications } from "./support/durability.js";
+import { SUMMARY_TEXT_CAP } from "../src/runtime/turn-end.js";
 
 /** Notifications that are stored in the event log (not deltas, not per-connection ones). */
 const storable = (f: Frame) => !isDelta(f.method) && f.method !== "serverRequest/resolved";
@@ -177,5 +178,30 @@ describe.each(BACKENDS)("events refer to the items they announce (%s)", (backend
     const again = await allEvents(client, threadId, 0, 1000);
     expect(again.slice(0, -1)).toEqual(stored);
     expect(again[again.length - 1]).toMatchObject({ seq: 100000, params: { threadName: "old row" } });
+  });
+  it("caps a very long answer in turn/completed (live and replayed alike); item/completed, the item row and thread/read keep it whole", async () => {
+    const { h, client } = ctx;
+    const sql = h.ts.server.db.sql;
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    // Over the cap, with a surrogate pair straddling it: the cut must not split the pair.
+    const answer = "y".repeat(SUMMARY_TEXT_CAP - 1) + "😀" + "z".repeat(20_000);
+    h.mock.enqueue({ text: [answer.slice(0, 40_000), answer.slice(40_000)] });
+    const { turn } = await client.request("turn/start", { threadId, input: text("a question worth a very long reply") });
+    const completed = await turnCompleted(client, turn.id);
+
+    const live = completed.params.turn.items.find((i: any) => i.type === "agentMessage");
+    expect(live.text).toBe("y".repeat(SUMMARY_TEXT_CAP - 1));
+    const itemCompleted = threadNotifications(client, threadId).find((f) => f.method === "item/completed" && f.params.item.type === "agentMessage")!;
+    expect(itemCompleted.params.item.text).toBe(answer);
+
+    const stored = await expectLogIsLive(client, threadId);
+    expect(stored.find((e) => e.method === "turn/completed")!.params.turn.items[1].text).toBe(live.text);
+    // Stored once: no event row repeats the text, capped or not.
+    const rows = await sql<{ params: string }[]>`select params::text as params from thread_events where thread_id = ${threadId}`;
+    expect(rows.filter((r) => r.params.includes("y".repeat(1000)))).toEqual([]);
+    const [item] = await sql<{ text: string }[]>`select payload->>'text' as text from items where thread_id = ${threadId} and payload->>'type' = 'agentMessage'`;
+    expect(item!.text).toBe(answer);
+    const read = await client.request("thread/read", { threadId, includeTurns: true });
+    expect(read.thread.turns[0].items.find((i: any) => i.type === "agentMessage").text).toBe(answer);
   });
 });

@@ -20,6 +20,8 @@ export interface TurnResult {
   /** turn/completed received. */
   completedNs: bigint;
   deltas: { delta: string; recvNs: bigint }[];
+  /** turn/completed's params as received. */
+  completedParams: any;
 }
 
 let markerSeq = 0;
@@ -39,7 +41,7 @@ export async function runTurn(c: StreamClient, threadId: string, marker: string,
   done.catch(() => {});
   const { sentNs, recvNs } = await c.call("turn/start", { threadId, input: userInput(marker) }, timeoutMs);
   const completed = await done;
-  return { marker, threadId, status: completed.params.turn.status, sentNs, responseNs: recvNs, completedNs: completed.recvNs, deltas };
+  return { marker, threadId, status: completed.params.turn.status, sentNs, responseNs: recvNs, completedNs: completed.recvNs, deltas, completedParams: completed.params };
 }
 
 export interface TurnTiming {

@@ -24,7 +24,10 @@ import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
 import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
 import type { ThreadItem } from "../protocol/items.js";
-import { itemRef } from "../store/event-refs.js";
+import { capText, itemRef } from "../store/event-refs.js";
+
+/** turn/completed repeats an agent message's text up to this many UTF-16 units (64 Ki). */
+export const SUMMARY_TEXT_CAP = 64 * 1024;
 
 const TRUNCATED: ReadonlySet<TurnStopReason> = new Set(["maxTokens", "maxTurns"]);
 
@@ -179,7 +182,11 @@ async function endOf(
     events.push({ method: "error", params: { error, willRetry: false, threadId: thread.id, turnId: turn.id } });
   }
   events.push({ method: "thread/status/changed", params: { threadId: thread.id, status: threadStatus } });
-  const params = { threadId: thread.id, turn: completedView };
+  // The summary repeats the final answer; a very long one only up to the cap (the full text is in
+  // its item/completed and its row; thread/items/list and thread/read give it whole).
+  const overCap = (i: ThreadItem) => i.type === "agentMessage" && i.text.length > SUMMARY_TEXT_CAP;
+  const liveView = { ...completedView, items: completedView.items.map((i) => (overCap(i) ? { ...i, text: capText((i as { text: string }).text, SUMMARY_TEXT_CAP) } : i)) };
+  const params = { threadId: thread.id, turn: liveView };
   // Only items with a row (stored, or written by this transaction) are referred to.
   const referable = completedView.itemsView === "summary" && summaryFromStore;
   events.push(
@@ -188,7 +195,7 @@ async function endOf(
           method: "turn/completed",
           params,
           stored: {
-            params: { ...params, turn: { ...completedView, items: completedView.items.map((i) => itemRef(i, i.type === "agentMessage" ? { phase: i.phase } : {})) } },
+            params: { ...params, turn: { ...completedView, items: completedView.items.map((i) => itemRef(i, i.type === "agentMessage" ? { phase: i.phase } : {}, overCap(i) ? SUMMARY_TEXT_CAP : undefined)) } },
             itemIds: completedView.items.map((i) => i.id),
           },
         }
