@@ -99,7 +99,7 @@ const N = {
   list: QUICK ? 20 : 200,
 };
 const BOUND = {
-  /** One server start (PGlite initdb on a busy 2-core box can take 10 s). */
+  /** One server start (a fresh PGlite home on a busy 2-core box can take 10 s). */
   startTimeoutMs: 60_000,
   /** Whole "fresh PGlite dir" series: stop early past this. */
   pgliteFreshSeriesMs: 90_000,
@@ -231,12 +231,13 @@ async function phaseReady(b: Backend): Promise<void> {
     for (const step of Object.keys(runs[0]!))
       latency.push({ backend: b.name, metric: `start-up step: ${step}`, s: summarize(runs.map((r) => r[step]!)) });
   } else {
-    // The first fresh run initdb's the shared home (kept for the reopen series); the others use
-    // throwaway homes, deleted right after.
+    // The first fresh run creates the shared home (kept for the reopen series); the others use
+    // throwaway homes, deleted right after. A fresh home starts from the build's pre-initialised
+    // seed (dist/pglite-seed.tar.gz) since issue 16, and runs initdb only without a usable one.
     const fresh: string[] = [];
     await startStopSeries(
       b,
-      "fresh home (initdb)",
+      "fresh home",
       N.readyPgliteFresh,
       async (i) => {
         if (i === 0) return b.home;

@@ -166,23 +166,21 @@ export class ThreadStore {
 
   /** Stored events with afterSeq < seq <= upTo, in order. */
   async eventsBetween(threadId: string, afterSeq: number, upTo: number): Promise<StoredEvent[]> {
-    return this.replayed(this.sql`
-      select seq, method, params, emitted_at_ms,
-        -- the payloads of the items the event refers to, by id (event-refs.ts)
-        case when e.item_ids is null then null else
-          (select jsonb_object_agg(i.id, i.payload) from items i where i.id = any(e.item_ids)) end as items
-      from thread_events e
-      where thread_id = ${threadId} and seq > ${afterSeq} and seq <= ${upTo} order by seq`);
+    return this.eventsWhere(threadId, afterSeq, this.sql`and seq <= ${upTo} order by seq`);
   }
 
   async listEvents(threadId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
+    return this.eventsWhere(threadId, afterSeq, this.sql`order by seq limit ${limit}`);
+  }
+
+  /** A thread's events after afterSeq, with the payloads of the items they refer to (event-refs.ts). */
+  private eventsWhere(threadId: string, afterSeq: number, rest: PendingQuery<Row[]>): Promise<StoredEvent[]> {
     return this.replayed(this.sql`
       select seq, method, params, emitted_at_ms,
-        -- the payloads of the items the event refers to, by id (event-refs.ts)
         case when e.item_ids is null then null else
           (select jsonb_object_agg(i.id, i.payload) from items i where i.id = any(e.item_ids)) end as items
       from thread_events e
-      where thread_id = ${threadId} and seq > ${afterSeq} order by seq limit ${limit}`);
+      where thread_id = ${threadId} and seq > ${afterSeq} ${rest}`);
   }
 
   /**
