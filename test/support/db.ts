@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import type { OpenDatabaseOptions } from "../../src/store/database.js";
-import { makeBlankTemplate, pgliteSeedPaths, readTemplate } from "./pglite-seed.js";
+import { makeBlankTemplate, migrateInto, pgliteSeedPaths, readTemplate } from "./pglite-seed.js";
 
 export type Backend = "postgres" | "pglite";
 
@@ -31,13 +31,10 @@ function pgliteTemplate(kind: "blank" | "migrated"): Promise<Blob> {
     if (made) return made;
     const blank = await makeBlankTemplate();
     if (kind === "blank") return blank;
-    const { openDatabase } = await import("../../src/store/database.js");
     const dir = await mkdtemp(path.join(os.tmpdir(), "aas-template-"));
-    const db = await openDatabase({ dataDir: path.join(dir, "pglite"), loadDataDir: blank });
     try {
-      return await db.dumpDataDir!();
+      return await migrateInto(path.join(dir, "pglite"), blank);
     } finally {
-      await db.close();
       await rm(dir, { recursive: true, force: true });
     }
   })();

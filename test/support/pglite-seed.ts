@@ -53,10 +53,16 @@ export async function preparePgliteSeeds(paths: PgliteSeedPaths): Promise<void> 
   const template = await makeBlankTemplate();
   await writeFile(paths.template, Buffer.from(await template.arrayBuffer()));
   await mkdir(path.dirname(paths.migrated), { recursive: true });
+  const migrated = await migrateInto(paths.migrated, template);
+  await writeFile(paths.migratedTemplate, Buffer.from(await migrated.arrayBuffer()));
+}
+
+/** Loads `blank` into `dataDir`, applies every migration, and returns a dump of the result. */
+export async function migrateInto(dataDir: string, blank: Blob): Promise<Blob> {
   const { openDatabase } = await import("../../src/store/database.js");
-  const db = await openDatabase({ dataDir: paths.migrated, loadDataDir: template });
+  const db = await openDatabase({ dataDir, loadDataDir: blank });
   try {
-    await writeFile(paths.migratedTemplate, Buffer.from(await (await db.dumpDataDir!()).arrayBuffer()));
+    return await db.dumpDataDir!();
   } finally {
     await db.close();
   }
