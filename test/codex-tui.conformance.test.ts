@@ -14,6 +14,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CODEX_BIN, codexEnv, conformanceProblems, hasTmux, noCodex } from "./support/codex.js";
@@ -62,9 +63,15 @@ async function startModelRouter(main: MockModelServer, titles: MockModelServer):
 }
 
 const SOCKET = `aas-tui-${process.pid}`;
-const tmux = (...args: string[]) => spawnSync("tmux", ["-L", SOCKET, "-f", "/dev/null", ...args], { encoding: "utf8" });
+/**
+ * tmux keeps its socket under $TMUX_TMPDIR/tmux-UID (default /tmp): pointed at the run's own
+ * temporary directory, which the global teardown removes, so a run leaves nothing in /tmp.
+ */
+const TMUX_TMPDIR = process.env.AAS_TEST_RUN_TMPDIR || os.tmpdir();
+const tmux = (...args: string[]) =>
+  spawnSync("tmux", ["-L", SOCKET, "-f", "/dev/null", ...args], { encoding: "utf8", env: { ...process.env, TMUX_TMPDIR } });
 /** tmux leaves its socket file behind after kill-server. */
-const SOCKET_FILE = path.join(process.env.TMUX_TMPDIR || "/tmp", `tmux-${process.getuid?.() ?? 0}`, SOCKET);
+const SOCKET_FILE = path.join(TMUX_TMPDIR, `tmux-${process.getuid?.() ?? 0}`, SOCKET);
 
 describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 0.171)", { timeout: 400_000 }, () => {
   let ts: TestServer;
