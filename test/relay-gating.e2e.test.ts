@@ -30,7 +30,10 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
   beforeEach(async () => {
     mock = await startMockModelServer();
     database = await freshPostgresDatabase(TEST_DATABASE_URL!);
-    cluster = new Cluster(database.url, mock);
+    // A 6 s lease TTL (heartbeat every 2 s): short enough for step 3 (A notices B left on its next
+    // heartbeat), long enough that a process starved of CPU for a moment on a loaded machine keeps
+    // its thread (with support/cluster.ts's 1.5 s the other process's sweeper could take it).
+    cluster = new Cluster(database.url, mock, { APP_SERVER_LEASE_TTL_MS: "6000" });
     sql = postgres(database.url, { max: 2, onnotice: () => {} });
     gates = [];
   });
@@ -90,7 +93,7 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
       // 3. B stops (a clean exit unregisters it): A's next heartbeat finds nobody and stops relaying.
       b.proc.child.kill("SIGTERM");
       expect((await b.proc.exited).code).toBe(0);
-      await eventually(async () => a.proc.stderrLines.map(parseJson).some((l) => l?.msg === "no other live process: relaying stopped"));
+      await eventually(async () => a.proc.stderrLines.map(parseJson).some((l) => l?.msg === "no other live process: relaying stopped"), 1200);
       const heardBefore3 = heard.length;
       mock.enqueue({ text: chunks("again", 20), chunkDelayMs: 5 });
       const t3 = (await ca.request("turn/start", { threadId, input: text("three") })).turn;

@@ -70,8 +70,8 @@ describe.skipIf(!TEST_DATABASE_URL)("serve --workers 2 on PostgreSQL", () => {
         OPENAI_API_KEY: "test",
         APP_SERVER_MODEL_PROVIDER: "openai",
         APP_SERVER_MODEL: "mock-model",
-        APP_SERVER_LEASE_TTL_MS: "1500",
-        APP_SERVER_SWEEP_INTERVAL_MS: "250",
+        // The default lease TTL (30 s): both workers stay alive, and with a short TTL a worker
+        // starved of CPU for a moment on a loaded machine lost its leases to the other's sweeper.
       },
     });
     // The primary's own "listening" line comes once every worker is ready (workers log theirs too).
