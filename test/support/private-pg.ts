@@ -21,10 +21,18 @@ function findBinDir(): { dir: string | null; reason: string } {
   return { dir: null, reason: `no initdb/pg_ctl under ${root}/*/bin` };
 }
 
+/** runuser by its path: it lives in /usr/sbin, which a non-login root shell's PATH may lack. */
+function findRunuser(): string | null {
+  const dirs = [...(process.env.PATH ?? "").split(path.delimiter).filter(Boolean), "/usr/sbin", "/sbin"];
+  return dirs.map((d) => path.join(d, "runuser")).find((f) => existsSync(f)) ?? null;
+}
+
 const found = findBinDir();
 const asRoot = process.getuid?.() === 0;
+const runuser = asRoot ? findRunuser() : null;
 let reason = found.reason;
 if (found.dir && asRoot && spawnSync("id", ["-u", "postgres"]).status !== 0) reason = "running as root and there is no `postgres` user to run initdb as";
+else if (found.dir && asRoot && !runuser) reason = "running as root and runuser (util-linux) is missing to run initdb as the `postgres` user";
 if (reason) {
   if (process.env.REQUIRE_PRIVATE_PG === "1") throw new Error(`REQUIRE_PRIVATE_PG=1 but a private PostgreSQL cannot be started: ${reason}`);
   console.warn(`[skipped] tests with a private PostgreSQL server: ${reason} (install the postgresql server package)`);
@@ -61,7 +69,7 @@ export class PrivatePostgres {
   /** Runs a PostgreSQL binary, as the postgres user when this process is root. */
   private run(bin: string, args: string[]): void {
     const cmd = path.join(found.dir!, bin);
-    if (asRoot) execFileSync("runuser", ["-u", "postgres", "--", cmd, ...args], { stdio: "pipe" });
+    if (asRoot) execFileSync(runuser!, ["-u", "postgres", "--", cmd, ...args], { stdio: "pipe" });
     else execFileSync(cmd, args, { stdio: "pipe" });
   }
 
