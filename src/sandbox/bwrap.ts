@@ -61,6 +61,13 @@ export function bwrapArgs(inv: BwrapInvocation): string[] {
   }
   for (const root of c.writableRoots) ops.push({ path: root, rank: 1, args: ["--bind", root, root] });
   for (const p of c.readOnlyPaths) ops.push({ path: p, rank: 2, args: ["--ro-bind", p, p] });
+  // The fresh /dev hides the host's /dev/shm: a working directory there (a RAM-disk checkout) is
+  // bound back read-only, or a read-only command could not even start in it. Writable roots
+  // under /dev are bound above like any other.
+  const under = (p: string, root: string) => p === root || p.startsWith(root.endsWith("/") ? root : `${root}/`);
+  if (under(inv.cwd, "/dev") && !c.writableRoots.some((r) => under(inv.cwd, r))) {
+    ops.push({ path: inv.cwd, rank: 2, args: ["--ro-bind", inv.cwd, inv.cwd] });
+  }
   const depth = (p: string) => (p === "/" ? 0 : p.split("/").length);
   ops.sort((a, b) => depth(a.path) - depth(b.path) || a.rank - b.rank);
   for (const op of ops) args.push(...op.args);

@@ -172,6 +172,24 @@ describe.skipIf(noSandbox)("sandboxed: what workspace-write allows", () => {
   });
 });
 
+describe.skipIf(noSandbox || !existsSync("/dev/shm"))("sandboxed: a workspace on the RAM disk (/dev/shm, hidden by the sandbox's fresh /dev)", () => {
+  it.each(CONFINED)("%s: the command starts in it and reads it; only workspace-write writes it", async (mode) => {
+    const ws = mkdtempSync("/dev/shm/aas-sandbox-ws-");
+    try {
+      writeFileSync(path.join(ws, "hello.txt"), "hello from shm\n");
+      const ctx = new RecordingContext(ws, mode, "never", undefined, runnerWithSecrets());
+      const out = await run(shellTool(ctx, { killGraceMs: 300 }), { command: "cat hello.txt; touch made; pwd" });
+      const text = textOf(out);
+      expect(text).toContain("hello from shm");
+      expect(text).toContain(ws);
+      expect(existsSync(path.join(ws, "made"))).toBe(mode === "workspace-write");
+      if (mode === "read-only") expect(text).toMatch(/Read-only file system/);
+    } finally {
+      rmSync(ws, { recursive: true, force: true });
+    }
+  });
+});
+
 describe.skipIf(noSandbox)("sandboxed: processes die with the server", () => {
   it("kill -9 of the server kills every process of a running command", async () => {
     const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/sandboxed-sleeper.ts", d.ws, "sleep 7201 & setsid -f sleep 7202; echo started; wait"], {
