@@ -67,16 +67,18 @@ async function main() {
   };
   const url = new URL(PG_ADMIN_URL);
   url.pathname = `/${dbName}`;
-  const srv = await spawnServer({
-    command: [process.execPath, path.join(APP, "bin", "app-server.js")],
-    cwd: APP,
-    home,
-    databaseUrl: url.toString(),
-    timeoutMs: 30_000,
-    nodeOptions: [NODE_FLAGS, SNAPSHOTS ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${SNAPSHOTS}` : ""].join(" ").trim() || undefined,
-    env: { ...mock.serverEnv(), ...EXTRA_ENV },
-  });
+  // Everything made above is undone in `finally`, also when the server fails to start.
+  let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
   try {
+    srv = await spawnServer({
+      command: [process.execPath, path.join(APP, "bin", "app-server.js")],
+      cwd: APP,
+      home,
+      databaseUrl: url.toString(),
+      timeoutMs: 30_000,
+      nodeOptions: [NODE_FLAGS, SNAPSHOTS ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${SNAPSHOTS}` : ""].join(" ").trim() || undefined,
+      env: { ...mock.serverEnv(), ...EXTRA_ENV },
+    });
     console.log(`app ${APP} ${NODE_FLAGS} ${JSON.stringify(EXTRA_ENV)}, pid ${srv.pid}, load ${os.loadavg()[0]!.toFixed(2)}`);
     await sleep(1000);
     rss(srv.pid, "idle, 1 s after ready");
@@ -120,7 +122,7 @@ async function main() {
     await sleep(13000);
     rss(srv.pid, `${BIG_MIB} MiB reply, 20 s after the client left`);
   } finally {
-    await srv.stop();
+    await srv?.stop();
     await mock.close();
     await admin.unsafe(`drop database ${dbName} with (force)`);
     await admin.end();
