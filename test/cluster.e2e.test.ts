@@ -175,6 +175,14 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
       expect((await turnCompleted(cb, t1.id)).params.turn.status).toBe("completed");
       await turnCompleted(ca, t1.id);
       expect(readFileSync(path.join(ws.dir, "runs.txt"), "utf8")).toBe("ran\n");
+      // serverRequest/resolved is not stored. On B, which does not run the turn, it must not take
+      // a number of the owner's seq block: the events after it would arrive with lower seqs, and
+      // a client resuming after the highest seq it saw would miss them.
+      const resolvedOnB = cb.notifications("serverRequest/resolved").find((f) => f.params.threadId === threadId)!;
+      const endOnB = cb.notifications("turn/completed").find((f) => f.params.turn.id === t1.id)!;
+      expect(resolvedOnB.params.seq).toBeLessThan(endOnB.params.seq);
+      const seqsOnB = seqsOf(cb, threadId);
+      for (let i = 1; i < seqsOnB.length; i++) expect(seqsOnB[i], `seq ${i} on B`).toBeGreaterThanOrEqual(seqsOnB[i - 1]!);
 
       const gate = gated(["a", "b", "c"]);
       mock.enqueue({ text: "after steer" });

@@ -524,7 +524,11 @@ export class ThreadRuntime {
   /** Wires a thread's server-request broker to announce `serverRequest/resolved` per connection. */
   private track(thread: LoadedThread): LoadedThread {
     thread.broker = new ServerRequestBroker((to, requestId) => {
-      const seq = thread.seq.next();
+      // Not a stored event, so it takes no number of its own elsewhere than on the process running
+      // the thread: another process's seq block is the owner's, and a number from it would run
+      // ahead of the events still to come (a client resuming after it would miss them). There it
+      // repeats the last seq this process delivered.
+      const seq = this.cluster && !thread.lease && thread.deliveredSeq >= 0 ? thread.deliveredSeq : thread.seq.next();
       (to as Subscriber).notify("serverRequest/resolved", { threadId: thread.id, requestId, seq });
     });
     return thread;
