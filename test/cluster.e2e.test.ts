@@ -9,51 +9,30 @@
  */
 import { readFileSync, existsSync } from "node:fs";
 import path from "node:path";
-import postgres from "postgres";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TEST_DATABASE_URL } from "./support/db.js";
 import type { TestClient } from "./support/client.js";
-import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { text, turnCompleted } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
-import { deferred, freshPostgresDatabase, threadNotifications } from "./support/durability.js";
+import { deferred, threadNotifications } from "./support/durability.js";
 import { makeWorkspace, COMMAND_APPROVAL } from "./support/approvals.js";
-import { Cluster, eventually } from "./support/cluster.js";
+import { eventually, useCluster } from "./support/cluster.js";
 
 const TIMEOUT = 120_000;
 const LIVE_LEASES = { APP_SERVER_LEASE_TTL_MS: "30000" };
 const SHORT_LEASES = { APP_SERVER_LEASE_TTL_MS: "1500" };
 
 describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
-  let mock: MockModelServer;
-  let database: { url: string; drop(): Promise<void> };
-  let cluster: Cluster;
-  let sql: postgres.Sql;
-  let gates: Array<() => void>;
-
-  beforeEach(async () => {
-    mock = await startMockModelServer();
-    database = await freshPostgresDatabase(TEST_DATABASE_URL!);
-    // Live processes keep their leases for 30 s without a heartbeat: with the short TTL of
-    // support/cluster.ts a process starved of CPU for 1.5 s on a loaded machine would lose its
-    // thread to a peer's sweeper, and the verdict would depend on machine speed. Only the kill -9
-    // test, where a takeover is the point, spawns its processes with the short TTL.
-    cluster = new Cluster(database.url, mock, LIVE_LEASES);
-    sql = postgres(database.url, { max: 2, onnotice: () => {} });
-    gates = [];
-  });
-  afterEach(async () => {
-    for (const open of gates) open();
-    await cluster.close();
-    await sql.end();
-    await mock.close();
-    await database.drop();
-  });
+  // Live processes keep their leases for 30 s without a heartbeat: with the short TTL of
+  // support/cluster.ts a process starved of CPU for 1.5 s on a loaded machine would lose its
+  // thread to a peer's sweeper, and the verdict would depend on machine speed. Only the kill -9
+  // test, where a takeover is the point, spawns its processes with the short TTL.
+  const fx = useCluster(LIVE_LEASES);
 
   const gated = (chunks: string[]) => {
     const gate = deferred();
-    gates.push(gate.open);
-    mock.enqueue({ text: chunks, gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
+    fx.gates.push(gate.open);
+    fx.mock.enqueue({ text: chunks, gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
     return gate;
   };
   const seqsOf = (c: TestClient, threadId: string) => threadNotifications(c, threadId).map((f) => f.params.seq as number);
@@ -61,21 +40,21 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     for (let i = 1; i < seqs.length; i++) expect(seqs[i], `seq ${i}`).toBeGreaterThan(seqs[i - 1]!);
   };
   const storedSeqs = async (threadId: string) =>
-    (await sql<{ seq: number }[]>`select seq from thread_events where thread_id = ${threadId} order by seq`).map((r) => Number(r.seq));
+    (await fx.sql<{ seq: number }[]>`select seq from thread_events where thread_id = ${threadId} order by seq`).map((r) => Number(r.seq));
 
   it("a live turn: a process starting meanwhile leaves it alone, another process's client sees its live deltas, a second turn is refused", async () => {
-    const a = await cluster.spawn();
-    const b = await cluster.spawn();
-    const ca = await cluster.connect(a);
-    const cb = await cluster.connect(b);
+    const a = await fx.cluster.spawn();
+    const b = await fx.cluster.spawn();
+    const ca = await fx.cluster.connect(a);
+    const cb = await fx.cluster.connect(b);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     const gate = gated(["Hel", "lo ", "wor", "ld"]);
     const t1 = (await ca.request("turn/start", { threadId, input: text("hi") })).turn;
     await ca.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t1.id);
 
     // A third process starts during the live turn: its start-up recovery must not touch it.
-    await cluster.spawn();
-    const [turnRow] = await sql`select status from turns where id = ${t1.id}`;
+    await fx.cluster.spawn();
+    const [turnRow] = await fx.sql`select status from turns where id = ${t1.id}`;
     expect(turnRow!.status).toBe("inProgress");
 
     await cb.request("thread/resume", { threadId, afterSeq: 0 });
@@ -93,15 +72,15 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     const stored = await storedSeqs(threadId);
     expect(bSeqs.filter((s) => stored.includes(s))).toEqual(stored);
     // Exactly one ending in the log.
-    const [ends] = await sql`select count(*)::int as n from thread_events where thread_id = ${threadId} and method = 'turn/completed'`;
+    const [ends] = await fx.sql`select count(*)::int as n from thread_events where thread_id = ${threadId} and method = 'turn/completed'`;
     expect(ends!.n).toBe(1);
   }, TIMEOUT);
 
   it("a delta larger than one NOTIFY payload reaches a client on another process live and whole", async () => {
-    const a = await cluster.spawn();
-    const b = await cluster.spawn();
-    const ca = await cluster.connect(a);
-    const cb = await cluster.connect(b);
+    const a = await fx.cluster.spawn();
+    const b = await fx.cluster.spawn();
+    const ca = await fx.cluster.connect(a);
+    const cb = await fx.cluster.connect(b);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     await cb.request("thread/resume", { threadId });
     const big = `${"große Ähnlichkeit 😀 \"quoted\" ".repeat(1_500)}end`; // ~45 KB in one chunk
@@ -121,21 +100,21 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   }, TIMEOUT);
 
   it("turns alternating between processes: seq unique and increasing, settings and names the same everywhere", async () => {
-    const a = await cluster.spawn();
-    const b = await cluster.spawn();
-    const ca = await cluster.connect(a);
-    const cb = await cluster.connect(b);
+    const a = await fx.cluster.spawn();
+    const b = await fx.cluster.spawn();
+    const ca = await fx.cluster.connect(a);
+    const cb = await fx.cluster.connect(b);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     for (const [client, word] of [[ca, "one"], [cb, "two"], [ca, "three"], [cb, "four"]] as const) {
-      mock.enqueue({ text: `re:${word}` });
+      fx.mock.enqueue({ text: `re:${word}` });
       const t = (await client.request("turn/start", { threadId, input: text(word) })).turn;
       expect((await turnCompleted(client, t.id)).params.turn.status).toBe("completed");
     }
     const stored = await storedSeqs(threadId);
     expectIncreasing(stored);
     // The fourth request (on B) carries every earlier turn: B's history caches were reloaded.
-    expect(mock.requests[3]!.rawBody).toContain("re:three");
-    const [turns] = await sql`select count(*)::int as n, count(distinct ordinal)::int as d from turns where thread_id = ${threadId}`;
+    expect(fx.mock.requests[3]!.rawBody).toContain("re:three");
+    const [turns] = await fx.sql`select count(*)::int as n, count(distinct ordinal)::int as d from turns where thread_id = ${threadId}`;
     expect(turns).toMatchObject({ n: 4, d: 4 });
 
     await cb.request("thread/name/set", { threadId, name: "renamed on B" });
@@ -144,9 +123,9 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     expect((await ca.request("thread/read", { threadId })).thread.name).toBe("renamed on B");
     // A setting changed through B applies to the next turn on A.
     await cb.request("thread/resume", { threadId, approvalPolicy: "untrusted" });
-    const [row] = await sql`select approval_policy from threads where id = ${threadId}`;
+    const [row] = await fx.sql`select approval_policy from threads where id = ${threadId}`;
     expect(row!.approvalPolicy ?? row!.approval_policy).toBe("untrusted");
-    mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "touch x" } }] }, { text: "ok" });
+    fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "touch x" } }] }, { text: "ok" });
     const t5 = (await ca.request("turn/start", { threadId, input: text("five") })).turn;
     const asked = await ca.waitFor((f) => f.method === COMMAND_APPROVAL && f.id !== undefined);
     expect(asked.params.turnId).toBe(t5.id);
@@ -158,13 +137,13 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   it("an approval answered on another process runs the command exactly once; interrupt and steer from there reach the owner", async () => {
     const ws = makeWorkspace();
     try {
-      const a = await cluster.spawn();
-      const b = await cluster.spawn();
-      const ca = await cluster.connect(a);
-      const cb = await cluster.connect(b);
+      const a = await fx.cluster.spawn();
+      const b = await fx.cluster.spawn();
+      const ca = await fx.cluster.connect(a);
+      const cb = await fx.cluster.connect(b);
       const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "untrusted" })).thread.id;
       await cb.request("thread/resume", { threadId });
-      mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo ran >> runs.txt" } }] }, { text: "Done." });
+      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo ran >> runs.txt" } }] }, { text: "Done." });
       const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
       const onA = await ca.waitFor((f) => f.method === COMMAND_APPROVAL && f.id !== undefined);
       const onB = await cb.waitFor((f) => f.method === COMMAND_APPROVAL && f.id !== undefined);
@@ -185,13 +164,13 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
       for (let i = 1; i < seqsOnB.length; i++) expect(seqsOnB[i], `seq ${i} on B`).toBeGreaterThanOrEqual(seqsOnB[i - 1]!);
 
       const gate = gated(["a", "b", "c"]);
-      mock.enqueue({ text: "after steer" });
+      fx.mock.enqueue({ text: "after steer" });
       const t2 = (await ca.request("turn/start", { threadId, input: text("long") })).turn;
       await cb.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t2.id);
       expect(await cb.request("turn/steer", { threadId, expectedTurnId: t2.id, input: text("steered from B") })).toEqual({ turnId: t2.id });
       gate.open();
       expect((await turnCompleted(cb, t2.id)).params.turn.status).toBe("completed");
-      expect(mock.requests[mock.requests.length - 1]!.rawBody).toContain("steered from B");
+      expect(fx.mock.requests[fx.mock.requests.length - 1]!.rawBody).toContain("steered from B");
 
       const gate3 = gated(["x", "y"]);
       const t3 = (await ca.request("turn/start", { threadId, input: text("stop me") })).turn;
@@ -206,10 +185,10 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   }, TIMEOUT);
 
   it("kill -9 of the owner: another process closes its turn once the lease expires, and the thread takes new turns", async () => {
-    const a = await cluster.spawn(SHORT_LEASES);
-    const b = await cluster.spawn(SHORT_LEASES);
-    const ca = await cluster.connect(a);
-    const cb = await cluster.connect(b);
+    const a = await fx.cluster.spawn(SHORT_LEASES);
+    const b = await fx.cluster.spawn(SHORT_LEASES);
+    const ca = await fx.cluster.connect(a);
+    const cb = await fx.cluster.connect(b);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     gated(["Hel", "lo"]);
     const t1 = (await ca.request("turn/start", { threadId, input: text("hi") })).turn;
@@ -220,11 +199,11 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     const done = await turnCompleted(cb, t1.id, 60_000);
     expect(done.params.turn).toMatchObject({ status: "interrupted" });
     const [row] = await eventually(async () => {
-      const rows = await sql`select status from turns where id = ${t1.id}`;
+      const rows = await fx.sql`select status from turns where id = ${t1.id}`;
       return rows[0]?.status === "interrupted" ? rows : null;
     });
     expect(row!.status).toBe("interrupted");
-    mock.enqueue({ text: "again" });
+    fx.mock.enqueue({ text: "again" });
     const t2 = (await cb.request("turn/start", { threadId, input: text("again") })).turn;
     expect((await turnCompleted(cb, t2.id)).params.turn.status).toBe("completed");
     expectIncreasing(await storedSeqs(threadId));

@@ -6,59 +6,38 @@
  * unregisters, the first process stops relaying again. The test listens on the thread's channel
  * itself (the channel name is fanout.ts's).
  */
-import postgres from "postgres";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { threadChannel, type FanoutMessage } from "../src/runtime/fanout.js";
 import { TEST_DATABASE_URL } from "./support/db.js";
 import type { TestClient } from "./support/client.js";
-import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { text, turnCompleted } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
-import { deferred, freshPostgresDatabase } from "./support/durability.js";
-import { Cluster, eventually } from "./support/cluster.js";
+import { deferred } from "./support/durability.js";
+import { eventually, useCluster } from "./support/cluster.js";
 import { parseJson } from "./support/process.js";
 
 const TIMEOUT = 120_000;
 
 describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while another process exists", () => {
-  let mock: MockModelServer;
-  let database: { url: string; drop(): Promise<void> };
-  let cluster: Cluster;
-  let sql: postgres.Sql;
-  let gates: Array<() => void>;
-
-  beforeEach(async () => {
-    mock = await startMockModelServer();
-    database = await freshPostgresDatabase(TEST_DATABASE_URL!);
-    // A 6 s lease TTL (heartbeat every 2 s): short enough for step 3 (A notices B left on its next
-    // heartbeat), long enough that a process starved of CPU for a moment on a loaded machine keeps
-    // its thread (with support/cluster.ts's 1.5 s the other process's sweeper could take it).
-    cluster = new Cluster(database.url, mock, { APP_SERVER_LEASE_TTL_MS: "6000" });
-    sql = postgres(database.url, { max: 2, onnotice: () => {} });
-    gates = [];
-  });
-  afterEach(async () => {
-    for (const open of gates) open();
-    await cluster.close();
-    await sql.end();
-    await mock.close();
-    await database.drop();
-  });
+  // A 6 s lease TTL (heartbeat every 2 s): short enough for step 3 (A notices B left on its next
+  // heartbeat), long enough that a process starved of CPU for a moment on a loaded machine keeps
+  // its thread (with support/cluster.ts's 1.5 s the other process's sweeper could take it).
+  const fx = useCluster({ APP_SERVER_LEASE_TTL_MS: "6000" });
 
   const deltasOf = (c: TestClient, turnId: string) =>
     c.notifications("item/agentMessage/delta").filter((f) => f.params.turnId === turnId).map((f) => ({ seq: f.params.seq as number, delta: f.params.delta as string }));
   const chunks = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i} `);
 
   it("a lone process relays nothing; a joining process is relayed to from its start; after it leaves, relaying stops", async () => {
-    const a = await cluster.spawn();
-    const ca = await cluster.connect(a);
+    const a = await fx.cluster.spawn();
+    const ca = await fx.cluster.connect(a);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     // Everything notified on the thread's channel, by anyone, for the whole test.
     const heard: FanoutMessage[] = [];
-    const listener = await sql.listen(threadChannel(threadId), (payload) => heard.push(JSON.parse(payload) as FanoutMessage));
+    const listener = await fx.sql.listen(threadChannel(threadId), (payload) => heard.push(JSON.parse(payload) as FanoutMessage));
     try {
       // 1. Alone: a whole turn, not one relay.
-      mock.enqueue({ text: chunks("alone", 20), chunkDelayMs: 5 });
+      fx.mock.enqueue({ text: chunks("alone", 20), chunkDelayMs: 5 });
       const t1 = (await ca.request("turn/start", { threadId, input: text("one") })).turn;
       const end1 = await turnCompleted(ca, t1.id);
       expect(end1.params.turn.status).toBe("completed");
@@ -66,12 +45,12 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
 
       // 2. A turn is mid-stream on A (held after its first delta) when B starts.
       const gate = deferred();
-      gates.push(gate.open);
-      mock.enqueue({ text: chunks("joined", 30), chunkDelayMs: 5, gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
+      fx.gates.push(gate.open);
+      fx.mock.enqueue({ text: chunks("joined", 30), chunkDelayMs: 5, gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
       const t2 = (await ca.request("turn/start", { threadId, input: text("two") })).turn;
       await ca.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t2.id);
-      const b = await cluster.spawn();
-      const cb = await cluster.connect(b);
+      const b = await fx.cluster.spawn();
+      const cb = await fx.cluster.connect(b);
       await cb.request("thread/resume", { threadId });
       gate.open();
       const end2 = await turnCompleted(cb, t2.id);
@@ -95,17 +74,17 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
       expect((await b.proc.exited).code).toBe(0);
       await eventually(async () => a.proc.stderrLines.map(parseJson).some((l) => l?.msg === "no other live process: relaying stopped"), 1200);
       const heardBefore3 = heard.length;
-      mock.enqueue({ text: chunks("again", 20), chunkDelayMs: 5 });
+      fx.mock.enqueue({ text: chunks("again", 20), chunkDelayMs: 5 });
       const t3 = (await ca.request("turn/start", { threadId, input: text("three") })).turn;
       const end3 = await turnCompleted(ca, t3.id);
       const lastSeq3 = end3.params.seq as number;
 
       // 4. A third process joins; A relays turn 4 to it. Nothing of turn 3 was notified (it would
       //    have come before turn 4's relays on the same channel).
-      const c = await cluster.spawn();
-      const cc = await cluster.connect(c);
+      const c = await fx.cluster.spawn();
+      const cc = await fx.cluster.connect(c);
       await cc.request("thread/resume", { threadId });
-      mock.enqueue({ text: chunks("four", 5), chunkDelayMs: 5 });
+      fx.mock.enqueue({ text: chunks("four", 5), chunkDelayMs: 5 });
       const t4 = (await ca.request("turn/start", { threadId, input: text("four") })).turn;
       await turnCompleted(cc, t4.id);
       await eventually(async () => heard.some((m) => m.m >= lastSeq3 + 1));

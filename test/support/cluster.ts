@@ -6,8 +6,12 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import postgres from "postgres";
+import { afterEach, beforeEach } from "vitest";
 import { TestClient } from "./client.js";
-import type { MockModelServer } from "./mock-model-server.js";
+import { TEST_DATABASE_URL } from "./db.js";
+import { freshPostgresDatabase } from "./durability.js";
+import { startMockModelServer, type MockModelServer } from "./mock-model-server.js";
 import { spawnCli, type CliProcess } from "./process.js";
 
 export interface Node {
@@ -70,4 +74,40 @@ export async function eventually<T>(check: () => Promise<T | undefined | null | 
     await new Promise((r) => setTimeout(r, pauseMs));
   }
   throw new Error("condition not reached");
+}
+
+/** What each test of a cluster file gets (useCluster): fresh for every test, closed after it. */
+export interface ClusterFixture {
+  mock: MockModelServer;
+  database: { url: string; drop(): Promise<void> };
+  cluster: Cluster;
+  /** A client of the test's database, for reading what the processes stored. */
+  sql: postgres.Sql;
+  /** Gates to open after the test (a turn held mid-stream must not outlive it). */
+  gates: Array<() => void>;
+}
+
+/**
+ * Registers beforeEach/afterEach that give each test a mock model, a fresh Postgres database on
+ * TEST_DATABASE_URL and a Cluster of processes on it started with `env`; the returned object's
+ * fields are the current test's.
+ */
+export function useCluster(env: Record<string, string> = {}): ClusterFixture {
+  const f = {} as ClusterFixture;
+  beforeEach(async () => {
+    f.mock = await startMockModelServer();
+    if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
+    f.database = await freshPostgresDatabase(TEST_DATABASE_URL);
+    f.cluster = new Cluster(f.database.url, f.mock, env);
+    f.sql = postgres(f.database.url, { max: 2, onnotice: () => {} });
+    f.gates = [];
+  });
+  afterEach(async () => {
+    for (const open of f.gates) open();
+    await f.cluster.close();
+    await f.sql.end();
+    await f.mock.close();
+    await f.database.drop();
+  });
+  return f;
 }
