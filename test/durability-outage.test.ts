@@ -16,6 +16,7 @@ import { Cluster, eventually } from "./support/cluster.js";
 import { isDelta, threadNotifications } from "./support/durability.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { noPrivatePg, PrivatePostgres } from "./support/private-pg.js";
+import { parseJson } from "./support/process.js";
 import { text, turnCompleted } from "./support/turns.js";
 
 const TIMEOUT = 180_000;
@@ -100,6 +101,10 @@ describe.skipIf(noPrivatePg)("Postgres outage mid-turn (private server)", () => 
       // B's client learns the ending from the log once it is recorded.
       const onB = (await turnCompleted(cb, t1.id, 60_000)).params.turn;
       expect(onB.status).toBe("failed");
+      // Right after its own outage every lease reads expired, B's too: A must not have taken that
+      // for "nobody to relay to" (the wake-up for the recorded ending would have gone nowhere).
+      const stopped = a.proc.stderrLines.map(parseJson).filter((l) => l?.msg === "no other live process: relaying stopped");
+      expect(stopped).toEqual([]);
 
       // Recorded: new turns are accepted again, from either process.
       mock!.enqueue({ text: "back" });

@@ -3,7 +3,8 @@
  * Postgres. A lone process streams a whole turn without one NOTIFY on the thread's channel; a
  * process started while the first one's turn is mid-stream is relayed to from its start (a client
  * resumed there gets every later delta live, in order, and the same items); once it stops and
- * unregisters, the first process stops relaying again. The test listens on the thread's channel
+ * unregisters, the first process stops relaying again. A process frozen past its lease (taken for
+ * dead, so not relayed to) delivers what was committed meanwhile once it wakes. The test listens on the thread's channel
  * itself (the channel name is fanout.ts's).
  */
 import { describe, expect, it } from "vitest";
@@ -94,5 +95,38 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
     } finally {
       await listener.unlisten();
     }
+  }, TIMEOUT);
+
+  it("a process taken for dead (frozen past its lease) delivers on waking what its followed thread committed meanwhile", async () => {
+    const a = await fx.cluster.spawn();
+    const b = await fx.cluster.spawn();
+    const ca = await fx.cluster.connect(a);
+    const cb = await fx.cluster.connect(b);
+    const threadId = (await ca.request("thread/start", {})).thread.id;
+    await cb.request("thread/resume", { threadId });
+    const stopped = () => a.proc.stderrLines.map(parseJson).filter((l) => l?.msg === "no other live process: relaying stopped").length;
+    let t1 = "";
+    try {
+      // B freezes (its database connections stay open, so no reconnect makes it read the log);
+      // its lease expires and A's next heartbeat stops relaying.
+      b.proc.child.kill("SIGSTOP");
+      await eventually(async () => stopped() > 0, 1200);
+      // A turn on A while nobody is relayed to: no wake-up reaches B.
+      fx.mock.enqueue({ text: chunks("unseen", 5), chunkDelayMs: 5 });
+      t1 = (await ca.request("turn/start", { threadId, input: text("while B sleeps") })).turn.id;
+      await turnCompleted(ca, t1);
+    } finally {
+      b.proc.child.kill("SIGCONT");
+    }
+    // B wakes: its first heartbeat comes after a gap, it joins again and reads the log.
+    const onB = await turnCompleted(cb, t1, 60_000);
+    expect(onB.params.turn.status).toBe("completed");
+    const endOnA = ca.notifications("turn/completed").find((f) => f.params.turn.id === t1)!;
+    expect(onB.params.seq).toBe(endOnA.params.seq);
+    expect(onB.params.turn.items).toEqual(endOnA.params.turn.items);
+    // A relays again (B's hello), and B's client gets the next turn live too.
+    fx.mock.enqueue({ text: chunks("seen", 5), chunkDelayMs: 5 });
+    const t2 = (await ca.request("turn/start", { threadId, input: text("awake") })).turn;
+    expect((await turnCompleted(cb, t2.id, 60_000)).params.turn.status).toBe("completed");
   }, TIMEOUT);
 });

@@ -76,10 +76,15 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
     // Serve only once every running process relays to this one (see fanout.ts, presence).
     await fanout.join(await leases.store.liveOthers(leases.processId), Math.min(2000, ttlMs));
     leases.afterBeat = async (afterGap) => {
-      // Our registration may have expired meanwhile (others stopped relaying to us): announce again.
-      if (afterGap) await fanout.announce();
+      if (afterGap) {
+        // Our registration may have expired meanwhile, and others stopped relaying to us: join
+        // again (relays resume once they answer), then read what followed threads committed
+        // while no wake-up came.
+        await fanout.join(await leases.store.liveOthers(leases.processId), Math.min(2000, ttlMs));
+        links.catchUpFollowed();
+      }
       const since = fanout.hellosHeard;
-      fanout.peersSeen((await leases.store.liveOthers(leases.processId)).length, since);
+      fanout.peersSeen((await leases.store.liveOthers(leases.processId)).length, since, leases.judgesOthers());
     };
   }
   const sweeper = new Sweeper(runtime, leases, (r, epoch) => turns.restore(r, epoch), log);

@@ -67,6 +67,11 @@ export class ClusterLinks {
     if (thread && !thread.lease) void thread.enqueue(() => this.catchUp(thread)).catch(() => {});
   }
 
+  /** Every followed thread reads what was committed since its last delivery (after a gap). */
+  catchUpFollowed(): void {
+    for (const threadId of this.runtime.loaded.keys()) this.onListen(threadId);
+  }
+
   private async apply(thread: LoadedThread, msg: FanoutMessage): Promise<void> {
     if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.runtime.store.maxEventSeq(thread.id);
     const from = thread.deliveredSeq;

@@ -17,7 +17,10 @@
  * relaying on at once and answers (`welcome`), and the newcomer serves only once each process alive
  * when it registered has answered — so whatever thread it follows is already relayed by its owner.
  * Relaying turns off only when a heartbeat's refresh finds no other live process (and no hello came
- * while that query ran).
+ * while that query ran, and this process has not itself just been cut off from the database). A
+ * process that was cut off long enough to be taken for dead joins again the same way when it is
+ * back, then reads what its followed threads committed meanwhile (wake-ups skipped while nobody
+ * relayed to it).
  */
 import type { Sql } from "postgres";
 import type { RuntimeLogger } from "./threads.js";
@@ -175,7 +178,7 @@ export class Fanout {
    * `others` (the live processes when it registered). Relaying starts on if there are any.
    */
   async join(others: string[], timeoutMs: number): Promise<void> {
-    this.relaying = others.length > 0;
+    if (others.length > 0) this.relaying = true;
     const waits = others.map((id) => new Promise<void>((resolve) => this.awaited.set(id, resolve)));
     await this.announce();
     let timer: NodeJS.Timeout | undefined;
@@ -198,10 +201,15 @@ export class Fanout {
     return this.hellos;
   }
 
-  /** A refresh of the registry, started when `hellosHeard` was `since`, found `others` live processes. */
-  peersSeen(others: number, since: number): void {
+  /**
+   * A refresh of the registry, started when `hellosHeard` was `since`, found `others` live
+   * processes. `mayStop`: whether an empty registry can be believed — not while this process's
+   * own view of leases is stale (LeaseManager.judgesOthers: after an outage every lease reads
+   * expired though its process lives, and a wake-up skipped then is one a follower never gets).
+   */
+  peersSeen(others: number, since: number, mayStop: boolean): void {
     if (others > 0) this.relaying = true;
-    else if (this.relaying && since === this.hellos) {
+    else if (this.relaying && mayStop && since === this.hellos) {
       this.relaying = false;
       this.log.info({}, "no other live process: relaying stopped");
     }
