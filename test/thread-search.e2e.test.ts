@@ -1,10 +1,15 @@
-/** Full-text search (migrations/004_full_text_search.sql): thread/search and thread/list searchTerm over messages. */
+/** Full-text search (migrations/004_full_text_search.sql, bounded by 007_search_text_bound.sql): thread/search and thread/list searchTerm over messages. */
+import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Sql } from "postgres";
 import { openDatabase } from "../src/store/database.js";
-import { searchBranches, type SearchMatch } from "../src/store/thread-search.js";
+import { itemCondition, searchBranches, type SearchMatch } from "../src/store/thread-search.js";
+import { MIGRATIONS_DIR, runMigrations } from "../src/store/migrate.js";
 import { BACKENDS, freshDatabase } from "./support/db.js";
 import { useTurnSession } from "./support/durability.js";
+import { text, turnCompleted } from "./support/turns.js";
 
 type Thread = Record<string, any>;
 type SearchResult = { thread: Thread; snippet: { text: string; highlights: { start: number; end: number }[]; source: string; itemId: string | null } | null };
@@ -85,6 +90,29 @@ describe.each(BACKENDS)("thread/search (%s)", (backend) => {
 
     await expect(search({ query: "pangolin", cursor: "not-a-cursor" })).rejects.toMatchObject({ code: -32602 });
   });
+
+  it("a message of more distinct words than a tsvector holds is stored whole and searchable by its first 100 000 characters", async () => {
+    // ~900 KB of distinct words, under the default input limit: their tsvector would be ~1.9 MB
+    // (Postgres' maximum is 1 MiB), which failed the item's insert and with it the turn.
+    const words = (tag: string) => Array.from({ length: 150_000 }, (_, i) => tag + i.toString(36)).join(" ");
+    const input = `aardwolffirst ${words("u")} aardwolflast`;
+    const reply = `okapifirst ${words("a")} okapilast`;
+    expect(Buffer.byteLength(input)).toBeLessThan(1024 * 1024 - 16 * 1024);
+    const id = await start();
+    ctx.h.mock.enqueue({ text: [reply.slice(0, 300_000), reply.slice(300_000, 600_000), reply.slice(600_000)] });
+    const { turn: t } = await ctx.client.request("turn/start", { threadId: id, input: text(input) });
+    expect((await turnCompleted(ctx.client, t.id, 60_000)).params.turn).toMatchObject({ status: "completed", error: null });
+
+    const items = (await read(id)).turns[0].items;
+    expect(items.find((i: Thread) => i.type === "userMessage").content[0].text).toBe(input);
+    expect(items.find((i: Thread) => i.type === "agentMessage").text).toBe(reply);
+    // Words at the start of either message are found; words past the first 100 000 characters are not.
+    for (const word of ["aardwolffirst", "okapifirst", "u2s", "a2s"]) expect((await search({ query: word })).data.map((r) => r.thread.id)).toEqual([id]);
+    for (const word of ["aardwolflast", "okapilast"]) expect((await search({ query: word })).data).toEqual([]);
+    expect((await ctx.client.request("thread/list", { searchTerm: "okapifirst" })).data.map((t: Thread) => t.id)).toEqual([id]);
+    // The thread goes on: a next turn is recorded as usual.
+    await turn(id, "and now something short");
+  });
 });
 
 describe.each(BACKENDS)("search strategies (%s)", (backend) => {
@@ -129,6 +157,43 @@ describe.each(BACKENDS)("search strategies (%s)", (backend) => {
       expect(await count(matches[7]!)).toBe(13); // "websocket" in 10 previews (g % 3 = 0), "timeout" in 4 agent messages (g % 7 = 0), thread 21 has both
     } finally {
       await db.close();
+      await test.cleanup();
+    }
+  });
+});
+
+describe.each(BACKENDS)("search text bound, upgrade (%s)", (backend) => {
+  it("a database with a message longer than the bound gets its index rebuilt by migration 007: index and per-row test agree", async () => {
+    const test = await freshDatabase(backend, { blank: true });
+    const before = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
+    try {
+      const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
+      const bound = files.indexOf("007_search_text_bound.sql");
+      expect(bound).toBeGreaterThan(0);
+      for (const f of files.slice(0, bound)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(before, f));
+      const db = await openDatabase({ ...test.options, migrationsDir: before });
+      try {
+        const sql = db.sql as Sql;
+        await seed(sql);
+        // 140 000 characters of few distinct words: indexed whole by the old definition.
+        await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+          values ('ilong', 't1', 'u1', 2, 'agentMessage', 'completed',
+            ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
+        expect(await runMigrations(sql)).toEqual(files.slice(bound));
+        const viaIndex = (query: string) =>
+          sql.begin(async (tx) => {
+            await tx`set local enable_seqscan = off`;
+            return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")}`).map((r) => r.id);
+          });
+        expect(await viaIndex("okapifirst")).toEqual(["ilong"]);
+        expect(await viaIndex("okapilast")).toEqual([]); // past the bound: the rebuilt index no longer has it
+        const [{ perRow }] = await sql<{ perRow: number }[]>`select count(*)::int as "perRow" from items i where ${itemCondition(sql, { kind: "words", query: "okapilast" }, "i")} offset 0`;
+        expect(perRow).toBe(0);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await rm(before, { recursive: true, force: true });
       await test.cleanup();
     }
   });

@@ -1,5 +1,6 @@
 /**
- * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql).
+ * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql;
+ * a message is indexed by its first 100 000 characters, 007_search_text_bound.sql).
  *
  * A thread matches by its own name/preview or by its messages: two branches, and for each, two
  * ways to find "the newest threads that match", picked per query from how many rows match:
