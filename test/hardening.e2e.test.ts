@@ -145,6 +145,45 @@ describe("limits", () => {
     expect(f.error.code).toBe(-32602);
     expect(f.error.message).toMatch(/NUL/);
   });
+
+  it("refuses unpaired UTF-16 surrogates in params with -32602 (jsonb cannot store them); paired ones are text like any other", async () => {
+    h = await startTurnHarness(backend, "openai");
+    const c = await TestClient.initialized(h.ts.url);
+    clients.push(c);
+    const threadId = (await c.request("thread/start", {})).thread.id;
+    // JSON.stringify writes a lone surrogate as a "\ud800" escape, as a client's JSON library would.
+    for (const [method, params] of [
+      ["thread/name/set", { threadId, name: "high \ud800 alone" }],
+      ["thread/name/set", { threadId, name: "low \udfff alone" }],
+      ["turn/start", { threadId, input: text("hi \ud83d") }],
+    ] as const) {
+      const f = await c.requestRaw(method, params);
+      expect(f.error, method).toMatchObject({ code: -32602, message: expect.stringMatching(/unpaired surrogate/) });
+    }
+    // Nothing was recorded, and well-formed text (an emoji is a surrogate pair) still goes through.
+    expect((await c.request("thread/read", { threadId, includeTurns: true })).thread).toMatchObject({ name: null, turns: [] });
+    await c.request("thread/name/set", { threadId, name: "party 😀" });
+    h.mock.enqueue({ text: "ok" });
+    const { turn } = await c.request("turn/start", { threadId, input: text("smile 😀") });
+    expect((await turnCompleted(c, turn.id)).params.turn.status).toBe("completed");
+    const read = (await c.request("thread/read", { threadId, includeTurns: true })).thread;
+    expect(read.name).toBe("party 😀");
+    expect(read.turns[0].items[0].content[0].text).toBe("smile 😀");
+  });
+
+  it("stores model text with an unpaired surrogate as U+FFFD instead of failing the turn", async () => {
+    h = await startTurnHarness(backend, "openai");
+    const c = await TestClient.initialized(h.ts.url);
+    clients.push(c);
+    const threadId = (await c.request("thread/start", {})).thread.id;
+    // An emoji split across two deltas stays whole; a stray low surrogate cannot be stored as it is.
+    h.mock.enqueue({ text: ["a \ud83d", "\ude00 b \udc00 c"] });
+    const { turn } = await c.request("turn/start", { threadId, input: text("hi") });
+    const done = await turnCompleted(c, turn.id);
+    expect(done.params.turn).toMatchObject({ status: "completed", error: null });
+    const agent = (await c.request("thread/read", { threadId, includeTurns: true })).thread.turns[0].items.find((i: any) => i.type === "agentMessage");
+    expect(agent.text).toBe("a 😀 b \ufffd c");
+  });
 });
 
 type Pausable = { _socket: { pause(): void; resume(): void } };

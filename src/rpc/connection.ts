@@ -6,11 +6,16 @@ import type { z } from "zod";
 import { clientRequests, type ClientRequestMethod, type ParamsOf, type ResultOf } from "../protocol/methods.js";
 import type { SharedNotification, Subscriber } from "../runtime/threads.js";
 import { invalidParams, invalidRequest, paramsError } from "./errors.js";
-import { containsNul } from "../store/text.js";
+import { unstorableTextIn, type UnstorableText } from "../store/text.js";
 import { RpcPeer, type PeerLimits, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
 import { prepared } from "./prepared-notification.js";
 
 let nextConnectionId = 1;
+
+const UNSTORABLE_MESSAGES: Record<UnstorableText, string> = {
+  nul: "Invalid params: strings must not contain the NUL character (U+0000)",
+  unpairedSurrogate: "Invalid params: strings must be well-formed UTF-16 (an unpaired surrogate such as \\ud800 is not text)",
+};
 
 export type TypedHandler<M extends ClientRequestMethod> = (
   params: ParamsOf<M>,
@@ -37,8 +42,9 @@ export class Connection implements Subscriber {
   handle<M extends ClientRequestMethod>(method: M, handler: TypedHandler<M>): void {
     const schema = clientRequests[method].params as z.ZodType;
     this.peer.addMethod(method, async (raw, ctx) => {
-      // PostgreSQL cannot store U+0000 in text or jsonb: refuse it up front with a clear error.
-      if (containsNul(raw)) throw invalidParams("Invalid params: strings must not contain the NUL character (U+0000)");
+      // Strings PostgreSQL cannot store: refuse them up front with a clear error (store/text.ts).
+      const unstorable = unstorableTextIn(raw);
+      if (unstorable) throw invalidParams(UNSTORABLE_MESSAGES[unstorable]);
       const parsed = schema.safeParse(raw ?? {});
       if (!parsed.success) throw paramsError(parsed.error);
       return handler(parsed.data as ParamsOf<M>, { ...ctx, connection: this });

@@ -2,7 +2,7 @@
 import type { JSONValue, PendingQuery, Row, Sql, TransactionSql } from "postgres";
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
-import { withoutNul } from "./text.js";
+import { storableText } from "./text.js";
 import { resolveItemRefs } from "./event-refs.js";
 import { searchedPage, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
 
@@ -73,7 +73,7 @@ type ThreadPatch = Partial<
   >
 >;
 
-const json = (sql: Queryable, v: unknown) => sql.json(withoutNul(v) as JSONValue);
+const json = (sql: Queryable, v: unknown) => sql.json(storableText(v) as JSONValue);
 
 /** `insert into thread_events ${eventRows(...)}`: the rows of `events` (their stored form). */
 export function eventRows(q: Queryable, threadId: string, events: StoredEvent[]) {

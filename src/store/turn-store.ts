@@ -3,11 +3,11 @@ import type { JSONValue, Sql } from "postgres";
 import type { Message } from "../agent/messages.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { HistoryEntry } from "../runtime/history.js";
-import { withoutNul } from "./text.js";
+import { storableText } from "./text.js";
 import type { ItemRecord, StoredEvent, TurnRecord } from "./records.js";
 import { eventRows, type Queryable } from "./thread-store.js";
 
-const json = (q: Queryable, v: unknown) => q.json(withoutNul(v) as JSONValue);
+const json = (q: Queryable, v: unknown) => q.json(storableText(v) as JSONValue);
 
 export class TurnStore {
   constructor(readonly sql: Sql) {}
