@@ -43,10 +43,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     (await fx.sql<{ seq: number }[]>`select seq from thread_events where thread_id = ${threadId} order by seq`).map((r) => Number(r.seq));
 
   it("a live turn: a process starting meanwhile leaves it alone, another process's client sees its live deltas, a second turn is refused", async () => {
-    const a = await fx.cluster.spawn();
-    const b = await fx.cluster.spawn();
-    const ca = await fx.cluster.connect(a);
-    const cb = await fx.cluster.connect(b);
+    const { a, b, ca, cb } = await fx.cluster.pair();
     const threadId = (await ca.request("thread/start", {})).thread.id;
     const gate = gated(["Hel", "lo ", "wor", "ld"]);
     const t1 = (await ca.request("turn/start", { threadId, input: text("hi") })).turn;
@@ -77,10 +74,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   }, TIMEOUT);
 
   it("a delta larger than one NOTIFY payload reaches a client on another process live and whole", async () => {
-    const a = await fx.cluster.spawn();
-    const b = await fx.cluster.spawn();
-    const ca = await fx.cluster.connect(a);
-    const cb = await fx.cluster.connect(b);
+    const { a, b, ca, cb } = await fx.cluster.pair();
     const threadId = (await ca.request("thread/start", {})).thread.id;
     await cb.request("thread/resume", { threadId });
     const big = `${"große Ähnlichkeit 😀 \"quoted\" ".repeat(1_500)}end`; // ~45 KB in one chunk
@@ -100,10 +94,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   }, TIMEOUT);
 
   it("turns alternating between processes: seq unique and increasing, settings and names the same everywhere", async () => {
-    const a = await fx.cluster.spawn();
-    const b = await fx.cluster.spawn();
-    const ca = await fx.cluster.connect(a);
-    const cb = await fx.cluster.connect(b);
+    const { a, b, ca, cb } = await fx.cluster.pair();
     const threadId = (await ca.request("thread/start", {})).thread.id;
     for (const [client, word] of [[ca, "one"], [cb, "two"], [ca, "three"], [cb, "four"]] as const) {
       fx.mock.enqueue({ text: `re:${word}` });
@@ -137,10 +128,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   it("an approval answered on another process runs the command exactly once; interrupt and steer from there reach the owner", async () => {
     const ws = makeWorkspace();
     try {
-      const a = await fx.cluster.spawn();
-      const b = await fx.cluster.spawn();
-      const ca = await fx.cluster.connect(a);
-      const cb = await fx.cluster.connect(b);
+      const { a, b, ca, cb } = await fx.cluster.pair();
       const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "untrusted" })).thread.id;
       await cb.request("thread/resume", { threadId });
       fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo ran >> runs.txt" } }] }, { text: "Done." });
@@ -185,10 +173,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   }, TIMEOUT);
 
   it("kill -9 of the owner: another process closes its turn once the lease expires, and the thread takes new turns", async () => {
-    const a = await fx.cluster.spawn(SHORT_LEASES);
-    const b = await fx.cluster.spawn(SHORT_LEASES);
-    const ca = await fx.cluster.connect(a);
-    const cb = await fx.cluster.connect(b);
+    const { a, b, ca, cb } = await fx.cluster.pair(SHORT_LEASES);
     const threadId = (await ca.request("thread/start", {})).thread.id;
     gated(["Hel", "lo"]);
     const t1 = (await ca.request("turn/start", { threadId, input: text("hi") })).turn;

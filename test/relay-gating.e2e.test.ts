@@ -98,10 +98,7 @@ describe.skipIf(!TEST_DATABASE_URL)("relaying through Postgres only while anothe
   }, TIMEOUT);
 
   it("a process taken for dead (frozen past its lease) delivers on waking what its followed thread committed meanwhile", async () => {
-    const a = await fx.cluster.spawn();
-    const b = await fx.cluster.spawn();
-    const ca = await fx.cluster.connect(a);
-    const cb = await fx.cluster.connect(b);
+    const { a, b, ca, cb } = await fx.cluster.pair();
     const threadId = (await ca.request("thread/start", {})).thread.id;
     await cb.request("thread/resume", { threadId });
     const stopped = () => a.proc.stderrLines.map(parseJson).filter((l) => l?.msg === "no other live process: relaying stopped").length;

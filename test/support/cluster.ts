@@ -57,6 +57,13 @@ export class Cluster {
     return c;
   }
 
+  /** Two processes, A and B, each with a connected client. */
+  async pair(extraEnv: Record<string, string> = {}): Promise<{ a: Node; b: Node; ca: TestClient; cb: TestClient }> {
+    const a = await this.spawn(extraEnv);
+    const b = await this.spawn(extraEnv);
+    return { a, b, ca: await this.connect(a), cb: await this.connect(b) };
+  }
+
   async close(): Promise<void> {
     for (const c of this.clients) await c.close().catch(() => {});
     for (const n of this.nodes) {
