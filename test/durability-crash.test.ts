@@ -313,4 +313,24 @@ describe("turn/start idempotency by clientUserMessageId", () => {
     await turnCompleted(client, other.turn.id);
     expect(h.mock.requests).toHaveLength(2);
   });
+
+  it("an id longer than 256 characters is refused with -32602 (it is a unique-index key; 8 kB of it was -32603), and nothing starts", async () => {
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    for (const [method, params] of [
+      ["turn/start", { threadId, input: text("hello"), clientUserMessageId: "x".repeat(257) }],
+      ["turn/start", { threadId, input: text("hello"), clientUserMessageId: "é".repeat(4000) }],
+      ["turn/steer", { threadId, expectedTurnId: "t", input: text("more"), clientUserMessageId: "x".repeat(8000) }],
+    ] as const) {
+      const f = await client.requestRaw(method, params);
+      expect(f.error, method).toMatchObject({ code: -32602, message: expect.stringContaining("clientUserMessageId is at most 256 characters") });
+    }
+    expect((await client.request("thread/read", { threadId, includeTurns: true })).thread.turns).toEqual([]);
+    // At the bound, in characters of three UTF-8 bytes each, it is a key like any other.
+    h.mock.enqueue({ text: "ok" });
+    const params = { threadId, input: text("hello"), clientUserMessageId: "€".repeat(256) };
+    const first = await client.request("turn/start", params);
+    await turnCompleted(client, first.turn.id);
+    expect((await client.request("turn/start", params)).turn.id).toBe(first.turn.id);
+    expect(h.mock.requests).toHaveLength(1);
+  });
 });
