@@ -11,11 +11,12 @@
 # Secret files: APP_SERVER_AUTH_TOKEN_FILE, DATABASE_URL_FILE or DATABASE_PASSWORD_FILE (put into
 # DATABASE_URL, URL-encoded), ANTHROPIC_API_KEY_FILE, OPENAI_API_KEY_FILE.
 #
-# Node.js: the current LTS line (24), pinned to a release; bump both FROM lines together.
+# Node.js: the LTS line 24, pinned to a release (24.21.0, its newest on the npm registry as of
+# Dec 2026: 24.11.1 missed ten months of security releases); bump both FROM lines together.
 # docker-compose.yml next to this file runs it with Postgres; see README "Run with Docker".
 
 # ---- build: dev dependencies (TypeScript) and dist/ ----
-FROM node:24.11.1-slim AS build
+FROM node:24.21.0-slim AS build
 WORKDIR /app
 # Dependencies first, so the layer is reused while only the source changes. --ignore-scripts:
 # `prepare` would build before the source is copied; the build runs explicitly below.
@@ -26,7 +27,7 @@ COPY . .
 RUN npm run build && mkdir -p public
 
 # ---- runtime: production dependencies only, non-root ----
-FROM node:24.11.1-slim AS runtime
+FROM node:24.21.0-slim AS runtime
 ENV NODE_ENV=production \
     APP_SERVER_HOME=/data
 WORKDIR /app
