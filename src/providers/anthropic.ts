@@ -14,11 +14,11 @@ import type {
   RawContentBlockStartEvent,
   RawMessageStreamEvent,
   TextBlockParam,
-  ThinkingConfigParam,
   Tool,
   ToolResultBlockParam,
 } from "@anthropic-ai/sdk/resources/messages";
 import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, Usage } from "../agent/messages.js";
+import { anthropicThinking } from "./anthropic-thinking.js";
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
 import { argumentsAsObject, makeUsage, num, parseDataUrl } from "./shared.js";
@@ -29,7 +29,6 @@ import {
   type ModelRequest,
   type ProviderStopReason,
   type ProviderStreamEvent,
-  type ReasoningEffort,
 } from "./types.js";
 
 export interface AnthropicProviderOptions {
@@ -41,14 +40,6 @@ export interface AnthropicProviderOptions {
 
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 8192;
 
-/** Thinking budgets per effort. Anthropic's minimum budget is 1024. */
-export const ANTHROPIC_THINKING_BUDGETS: Record<Exclude<ReasoningEffort, "none">, number> = {
-  minimal: 1024,
-  low: 2048,
-  medium: 8192,
-  high: 24576,
-  xhigh: 32768,
-};
 
 /** Anthropic allows at most 4 cache breakpoints per request. */
 export const MAX_CACHE_BREAKPOINTS = 4;
@@ -185,18 +176,13 @@ export function applyMessageBreakpoints(messages: readonly MessageParam[], budge
   });
 }
 
-function thinkingFor(effort: ReasoningEffort | null | undefined): number | null {
-  if (effort == null || effort === "none") return null;
-  return ANTHROPIC_THINKING_BUDGETS[effort];
-}
-
 /** The exact request body for a ModelRequest. Key order is fixed by construction. */
 export function buildAnthropicRequest(req: ModelRequest, opts: AnthropicProviderOptions = {}): MessageCreateParamsStreaming {
   let maxTokens = req.maxOutputTokens ?? opts.defaultMaxOutputTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
-  const budget = thinkingFor(req.reasoningEffort);
+  const thinking = anthropicThinking(req.model, req.reasoningEffort);
   // Thinking tokens count toward max_tokens and the API wants max_tokens > budget_tokens:
   // keep the caller's visible-output allowance on top of the budget.
-  if (budget !== null && maxTokens <= budget) maxTokens = budget + maxTokens;
+  if (thinking.form === "budget" && maxTokens <= thinking.budgetTokens) maxTokens = thinking.budgetTokens + maxTokens;
 
   const tools: Tool[] = req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema as Tool["input_schema"] }));
   let prefixBreakpoints = 0;
@@ -216,7 +202,8 @@ export function buildAnthropicRequest(req: ModelRequest, opts: AnthropicProvider
   if (system) ordered.system = system;
   if (tools.length > 0) ordered.tools = tools;
   ordered.messages = messages;
-  if (budget !== null) ordered.thinking = { type: "enabled", budget_tokens: budget } satisfies ThinkingConfigParam;
+  if (thinking.form !== "none") ordered.thinking = thinking.thinking;
+  if (thinking.form === "adaptive") ordered.output_config = thinking.outputConfig;
   ordered.stream = true;
   return ordered as unknown as MessageCreateParamsStreaming;
 }

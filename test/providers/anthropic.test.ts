@@ -2,12 +2,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Message } from "../../src/agent/messages.js";
 import {
-  ANTHROPIC_THINKING_BUDGETS,
   AnthropicStreamAssembler,
   applyMessageBreakpoints,
   buildAnthropicRequest,
   convertMessagesToAnthropic,
 } from "../../src/providers/anthropic.js";
+import { ANTHROPIC_THINKING_BUDGETS, parseClaudeVersion, usesAdaptiveThinking } from "../../src/providers/anthropic-thinking.js";
 import type { RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages";
 import { ProviderError } from "../../src/providers/types.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
@@ -142,6 +142,52 @@ describe("anthropic request conversion", () => {
     expect(high.thinking).toEqual({ type: "enabled", budget_tokens: ANTHROPIC_THINKING_BUDGETS.high });
     expect(high.max_tokens).toBe(ANTHROPIC_THINKING_BUDGETS.high + 4000);
     expect(Object.keys(high)).toEqual(["model", "max_tokens", "system", "tools", "messages", "thinking", "stream"]);
+  });
+
+  it("reads the family and version of Claude model ids, never a date as the minor version", () => {
+    expect(parseClaudeVersion("claude-sonnet-5-5")).toEqual({ family: "sonnet", major: 5, minor: 5 });
+    expect(parseClaudeVersion("claude-opus-5")).toEqual({ family: "opus", major: 5, minor: 0 });
+    expect(parseClaudeVersion("claude-haiku-4-5-20251001")).toEqual({ family: "haiku", major: 4, minor: 5 });
+    expect(parseClaudeVersion("claude-sonnet-4-20250514")).toEqual({ family: "sonnet", major: 4, minor: 0 });
+    expect(parseClaudeVersion("us.anthropic.claude-opus-4-7")).toEqual({ family: "opus", major: 4, minor: 7 });
+    expect(parseClaudeVersion("claude-3-7-sonnet-latest")).toEqual({ family: "sonnet", major: 3, minor: 7 });
+    expect(parseClaudeVersion("claude-3-5-haiku-20241022")).toEqual({ family: "haiku", major: 3, minor: 5 });
+    expect(parseClaudeVersion("mock-model")).toBeNull();
+    expect(parseClaudeVersion("claude-mythos-preview")).toBeNull();
+    for (const m of ["claude-sonnet-5-5", "claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7", "claude-fable-5-2", "claude-mythos-preview", "claude-haiku-5-5"]) {
+      expect(usesAdaptiveThinking(m), m).toBe(true);
+    }
+    for (const m of ["claude-sonnet-4-5", "claude-opus-4-5-20251101", "claude-haiku-4-5", "claude-sonnet-4-20250514", "claude-3-7-sonnet-latest", "mock-model"]) {
+      expect(usesAdaptiveThinking(m), m).toBe(false);
+    }
+  });
+
+  it("asks Claude 4.6+ and 5.x to think adaptively with an effort (they reject budget_tokens), older models with a budget", async () => {
+    // Through the real SDK to the mock: the body the API would get.
+    const sonnet5 = await sentBody([user("x")], { model: "claude-sonnet-5-5", reasoningEffort: "medium" });
+    expect(sonnet5.thinking).toEqual({ type: "adaptive", display: "summarized" });
+    expect(sonnet5.output_config).toEqual({ effort: "medium" });
+    expect(sonnet5.max_tokens).toBe(8192); // no budget to make room for
+    expect(Object.keys(sonnet5)).toEqual(["model", "max_tokens", "system", "tools", "messages", "thinking", "output_config", "stream"]);
+    expect(JSON.stringify(sonnet5)).not.toContain("budget_tokens");
+
+    const effortOf = (model: string, reasoningEffort: "minimal" | "low" | "high" | "xhigh") =>
+      (buildAnthropicRequest(baseRequest([user("x")], { model, reasoningEffort })) as unknown as Body).output_config;
+    expect(effortOf("claude-opus-4-7", "xhigh")).toEqual({ effort: "xhigh" });
+    expect(effortOf("claude-sonnet-5-5", "xhigh")).toEqual({ effort: "xhigh" });
+    expect(effortOf("claude-sonnet-4-6", "xhigh")).toEqual({ effort: "high" }); // 4.6 has no xhigh
+    expect(effortOf("claude-haiku-5-5", "xhigh")).toEqual({ effort: "high" });
+    expect(effortOf("claude-opus-4-6", "minimal")).toEqual({ effort: "low" });
+    expect(effortOf("claude-opus-4-6", "high")).toEqual({ effort: "high" });
+
+    // No effort asked: nothing about thinking, whatever the model.
+    const plain = buildAnthropicRequest(baseRequest([user("x")], { model: "claude-sonnet-5-5", reasoningEffort: "none" })) as unknown as Body;
+    expect(plain.thinking).toBeUndefined();
+    expect(plain.output_config).toBeUndefined();
+
+    const haiku45 = await sentBody([user("x")], { model: "claude-haiku-4-5", reasoningEffort: "medium" });
+    expect(haiku45.thinking).toEqual({ type: "enabled", budget_tokens: ANTHROPIC_THINKING_BUDGETS.medium });
+    expect(haiku45.output_config).toBeUndefined();
   });
 
   it("places cache breakpoints: system, last block, and every 20 blocks back, at most 4", async () => {
