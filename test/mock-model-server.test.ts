@@ -101,6 +101,25 @@ describe("Anthropic Messages", () => {
     expect(msg.stop_reason).toBe("max_tokens");
   });
 
+  it("refuses a thinking form the model does not take with the API's 400, before consuming a step", async () => {
+    const ask = (model: string, thinking: Anthropic.Messages.ThinkingConfigParam) =>
+      quietAnthropic.messages.create({ model, max_tokens: 4096, messages: userMsg, thinking });
+    const budget = { type: "enabled", budget_tokens: 1024 } as const;
+    for (const model of ["claude-sonnet-5-5", "claude-opus-4-7", "claude-mythos-preview", "claude-opus-5"]) {
+      const err = await ask(model, budget).catch((e: unknown) => e);
+      expect(err, model).toBeInstanceOf(Anthropic.BadRequestError);
+      expect((err as Error).message).toContain("thinking.type.enabled");
+    }
+    const adaptiveOnOld = await ask("claude-haiku-4-5-20251001", { type: "adaptive" }).catch((e: unknown) => e);
+    expect(adaptiveOnOld).toBeInstanceOf(Anthropic.BadRequestError);
+    mock.enqueue({ text: "thought" });
+    // Each model's own form is accepted, and the enqueued reply is still there for it.
+    const ok = await ask("claude-sonnet-5-5", { type: "adaptive" });
+    expect(ok.content[0]).toMatchObject({ type: "text", text: "thought" });
+    expect((await ask("claude-sonnet-4-6", budget)).stop_reason).toBe("end_turn");
+    expect((await ask("claude-haiku-4-5", budget)).stop_reason).toBe("end_turn");
+  });
+
   it("stopReasonBeforeToolCall: message_delta(end_turn) precedes the tool_use block, which still arrives", async () => {
     mock.enqueue({ text: "x", toolCalls: [{ name: "ls", arguments: { dir: "." } }], stopReasonBeforeToolCall: true });
     const stream = anthropicStream();

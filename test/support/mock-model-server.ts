@@ -26,6 +26,9 @@
  *   - Chat Completions only sends the final usage chunk when the request asked for it with
  *     `stream_options: { include_usage: true }`; every chunk then carries `usage: null` until it.
  *   - Anthropic sends a `ping` event after the first content_block_start (SDKs must skip it).
+ *   - Anthropic answers 400 to a thinking form the model does not take: `thinking.type: "enabled"`
+ *     (budget_tokens) on Claude 5.x, Opus 4.7+ and Mythos, which only think adaptively, and
+ *     `"adaptive"` on Claude 4.5 and older, which only know budgets (see anthropicThinkingRefusal).
  */
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -724,6 +727,8 @@ class MockModelServerImpl implements MockModelServer {
             : "Your input exceeds the context window of this model. Please adjust your input and try again.";
       return this.sendError(res, api, seq, { kind: "error", status: 400, contextOverflow: true, message });
     }
+    const refusal = api === "anthropic" ? anthropicThinkingRefusal(body) : null;
+    if (refusal !== null) return this.sendError(res, api, seq, { kind: "error", status: 400, message: refusal });
     let step: MockStep = this.queue.shift() ?? this.defaultReply;
     if (this.contextLimit !== null && step.kind !== "error" && step.kind !== "hang" && step.usage?.input === undefined) step = { ...step, usage: { ...step.usage, input: tokens } };
     const ctx: RenderCtx = { seq, model: typeof body.model === "string" ? body.model : "mock-model", body };
@@ -900,4 +905,24 @@ export async function startMockModelServer(opts: MockModelServerOptions = {}): P
   const server = new MockModelServerImpl(opts.defaultReply ?? { text: "OK" }, opts.models ?? ["mock-model"]);
   await server.listen(opts.port ?? 0);
   return server;
+}
+
+/**
+ * The API's 400 message for a thinking form the requested Claude model does not take, or null.
+ * Written from the model documentation on its own (not shared with src/providers), so a wrong
+ * version rule in the server shows up as a failed request here.
+ */
+export function anthropicThinkingRefusal(body: { model?: unknown; thinking?: { type?: unknown } }): string | null {
+  const model = typeof body.model === "string" ? body.model.toLowerCase() : "";
+  const kind = body.thinking?.type;
+  if (kind !== "enabled" && kind !== "adaptive") return null;
+  const v = /claude-[a-z]+-(\d+)(?:-(\d{1,2}))?(?![\d.])/.exec(model);
+  const version = v ? Number(v[1]) + Number(v[2] ?? 0) / 10 : null;
+  const adaptiveOnly = model.includes("claude-mythos") || (version !== null && version >= 4.7);
+  const budgetOnly = version !== null && version < 4.6;
+  if (kind === "enabled" && adaptiveOnly) {
+    return '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and "output_config.effort" to control thinking behavior.';
+  }
+  if (kind === "adaptive" && budgetOnly) return '"thinking.type.adaptive" is not supported for this model.';
+  return null;
 }
