@@ -1,8 +1,13 @@
 /**
  * Prometheus metrics (prom-client), served at GET /metrics. The runtime reports through the
  * small TurnObserver interface; only this module knows prom-client.
+ *
+ * With `serve --workers` each worker process has its own Metrics, and /metrics reports the sum of
+ * all of them (workers.ts gathers their snapshots; mergeSnapshots/renderSnapshots below aggregate
+ * with prom-client's AggregatorRegistry). Counters and histograms are summed (prom-client's
+ * default). Every gauge says how it aggregates (`aggregator`) and why, next to its definition.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Usage } from "./agent/messages.js";
 
 /** What the turn runner reports. */
@@ -17,8 +22,11 @@ export interface TurnObserver {
 
 export class Metrics implements TurnObserver {
   readonly registry = new Registry();
-  private readonly connections = new Gauge({ name: "app_server_connections", help: "Open WebSocket connections", registers: [this.registry] });
-  private readonly activeTurns = new Gauge({ name: "app_server_active_turns", help: "Turns running now", registers: [this.registry] });
+  // Gauges, with --workers: a connection belongs to the one worker that accepted it, and a turn
+  // runs on one worker (under its thread's lease; a worker relaying it to its clients does not
+  // count it), so the server's numbers are the workers' sums.
+  private readonly connections = new Gauge({ name: "app_server_connections", help: "Open WebSocket connections", aggregator: "sum", registers: [this.registry] });
+  private readonly activeTurns = new Gauge({ name: "app_server_active_turns", help: "Turns running now", aggregator: "sum", registers: [this.registry] });
   private readonly turns = new Counter({ name: "app_server_turns_total", help: "Turns ended, by final status", labelNames: ["status"], registers: [this.registry] });
   private readonly modelLatency = new Histogram({
     name: "app_server_model_call_duration_seconds",
@@ -36,7 +44,9 @@ export class Metrics implements TurnObserver {
     buckets: [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1],
     registers: [this.registry],
   });
-  private readonly approvals = new Gauge({ name: "app_server_approvals_pending", help: "Approval requests waiting for an answer", registers: [this.registry] });
+  // Counted by the worker running the turn that asks (runtime/approvals.ts), not by workers that
+  // relay the request to their clients: summed.
+  private readonly approvals = new Gauge({ name: "app_server_approvals_pending", help: "Approval requests waiting for an answer", aggregator: "sum", registers: [this.registry] });
   private readonly dbCommit = new Histogram({
     name: "app_server_db_commit_duration_seconds",
     help: "Duration of record-before-publish transactions",
@@ -51,6 +61,8 @@ export class Metrics implements TurnObserver {
     new Gauge({
       name: "app_server_outbound_buffered_bytes",
       help: "Bytes queued or buffered for clients, all connections",
+      // Each worker's own connections' bytes (the memory they hold): all connections = the sum.
+      aggregator: "sum",
       registers: [this.registry],
       collect() {
         this.set(total());
@@ -88,4 +100,50 @@ export class Metrics implements TurnObserver {
   render(): Promise<string> {
     return this.registry.metrics();
   }
+
+  /** This process's metrics as plain data: what a worker sends the primary over IPC. */
+  snapshot(): Promise<MetricsSnapshot> {
+    return this.registry.getMetricsAsJSON();
+  }
+}
+
+/** One registry's metrics as JSON-safe data (prom-client's getMetricsAsJSON). */
+export type MetricsSnapshot = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
+
+const CUMULATIVE = new Set(["counter", "histogram"]);
+
+/**
+ * What a worker that exited still contributes to the server's totals: its counters and histograms
+ * (what happened stays counted, so totals never go backwards), not its gauges (its connections and
+ * turns ended with it).
+ */
+export function cumulativeOnly(snapshot: MetricsSnapshot): MetricsSnapshot {
+  return snapshot.filter((m) => CUMULATIVE.has(String(m.type)));
+}
+
+/** Several snapshots as one, each metric aggregated by its `aggregator` (sum unless it says otherwise). */
+export function mergeSnapshots(parts: MetricsSnapshot[]): Promise<MetricsSnapshot> {
+  return AggregatorRegistry.aggregate(parts).getMetricsAsJSON();
+}
+
+/** The Prometheus text of several snapshots aggregated (the same format as Metrics.render). */
+export function renderSnapshots(parts: MetricsSnapshot[]): Promise<string> {
+  return AggregatorRegistry.aggregate(parts).metrics();
+}
+
+/**
+ * `app_server_worker_metrics_up{worker="i"}`: 1 when the scrape has worker i's current numbers, 0
+ * when it did not answer in time or is still starting (its last answer, if any, stands in for it).
+ * Per worker because the point is to say which one is missing.
+ */
+export async function workersUpSnapshot(workers: Array<{ worker: number; up: boolean }>): Promise<MetricsSnapshot> {
+  const registry = new Registry();
+  const up = new Gauge({
+    name: "app_server_worker_metrics_up",
+    help: "1 if this scrape has the worker's current metrics, 0 if it did not answer in time or is starting (its last numbers are used)",
+    labelNames: ["worker"],
+    registers: [registry],
+  });
+  for (const w of workers) up.set({ worker: String(w.worker) }, w.up ? 1 : 0);
+  return registry.getMetricsAsJSON();
 }

@@ -7,6 +7,7 @@ import path from "node:path";
 import type { AppContext } from "./app-context.js";
 import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
 import { Metrics } from "./metrics.js";
+import { clusterMetrics, isWorkerProcess } from "./workers.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
 import { Connection } from "./rpc/connection.js";
 import type { SendText } from "./rpc/peer.js";
@@ -141,6 +142,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   });
   let connectionCount = 0;
   const metrics = new Metrics();
+  // --workers: GET /metrics reports every worker, aggregated by the primary (workers.ts).
+  const renderMetrics = isWorkerProcess() ? clusterMetrics(metrics) : () => metrics.render();
   const accept = (send: SendText, closeSocket?: (code: number, reason: string) => void) => {
     // Every line a connection logs names it (with the request id where there is one).
     const conn = new Connection(send, log.child({ component: "rpc", connection: ++connectionCount }), {
@@ -177,7 +180,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           allowedOrigins: opts.allowedOrigins ?? [],
           maxConnections: limits.maxConnections,
           outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
-          metrics: () => metrics.render(),
+          metrics: renderMetrics,
           onCoalesced: () => metrics.coalescedDeltas.inc(),
           onOverflow: () => metrics.overflowCloses.inc(),
           onConnectionsChanged: (n) => metrics.setConnections(n),

@@ -14,9 +14,27 @@
  *
  * The primary serves nothing itself: it starts the workers, restarts one that dies (bounded),
  * forwards SIGTERM/SIGINT for a graceful stop, and exits non-zero when workers cannot start.
+ *
+ * GET /metrics reports the whole server (a scrape reaches one worker, chosen by the primary's
+ * round robin). The worker that got it sends its own snapshot to the primary and waits; the
+ * primary asks every other ready worker for theirs (each wait bounded by
+ * APP_SERVER_METRICS_WORKER_TIMEOUT_MS, default 3 s; a worker that exits is not waited for),
+ * aggregates them with prom-client's AggregatorRegistry and sends the text back. Not prom-client's clusterMetrics(): it is all-or-nothing (one slow worker fails the
+ * whole scrape after a fixed 5 s, and an error reply leaves the request behind), and it would
+ * answer in the primary, which serves no HTTP. Here, per worker:
+ * - it answered: its numbers are used, and remembered (IPC keeps each worker's messages in order,
+ *   so the remembered answer is always its latest);
+ * - it did not answer in time (or is still starting): its last answer stands in for it, the scrape
+ *   says so (app_server_worker_metrics_up{worker} 0) and the primary logs it. Counters stay
+ *   monotonic (a stale value is never above a fresh one); its gauges are as old as that answer.
+ * - it exited: its last answer's counters and histograms are kept (retired) and added to every
+ *   later scrape, so a crash and restart do not make totals go backwards (Prometheus would read
+ *   that as a counter reset and count the survivors' totals again in rate()). What it counted
+ *   after its last answer is lost: a crash loses at most one scrape interval of that worker.
  */
 import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "./log.js";
+import { cumulativeOnly, mergeSnapshots, renderSnapshots, workersUpSnapshot, type Metrics, type MetricsSnapshot } from "./metrics.js";
 
 /** Restarts allowed within RESTART_WINDOW_MS before the primary gives up (a crash loop). */
 export const MAX_RESTARTS = 5;
@@ -31,7 +49,193 @@ interface ReadyMessage {
 
 const isReady = (m: unknown): m is ReadyMessage => typeof m === "object" && m !== null && (m as ReadyMessage).type === "app-server:ready";
 
+/** How long the primary waits for each worker's metrics in a scrape (APP_SERVER_METRICS_WORKER_TIMEOUT_MS). */
+export const DEFAULT_METRICS_TIMEOUT_MS = 3000;
+/** A worker waits this much longer for the primary's answer than the primary waits for workers. */
+const METRICS_PRIMARY_MARGIN_MS = 5000;
+
+export function metricsTimeoutMs(env: NodeJS.ProcessEnv): number {
+  const n = Number(env.APP_SERVER_METRICS_WORKER_TIMEOUT_MS);
+  return Number.isSafeInteger(n) && n > 0 ? n : DEFAULT_METRICS_TIMEOUT_MS;
+}
+
+/** Worker → primary: a scrape arrived here; aggregate with everyone else's. */
+interface ScrapeMessage {
+  type: "app-server:metrics-scrape";
+  id: number;
+  own: MetricsSnapshot;
+}
+/** Primary → worker: the scrape's text (or why there is none). */
+interface ScrapedMessage {
+  type: "app-server:metrics-scraped";
+  id: number;
+  text?: string;
+  error?: string;
+}
+/** Primary → worker: send your snapshot. */
+interface AskMessage {
+  type: "app-server:metrics-ask";
+  id: number;
+}
+/** Worker → primary: my snapshot. */
+interface AnswerMessage {
+  type: "app-server:metrics-answer";
+  id: number;
+  metrics?: MetricsSnapshot;
+  error?: string;
+}
+const isMessage =
+  <T extends { type: string }>(type: T["type"]) =>
+  (m: unknown): m is T =>
+    typeof m === "object" && m !== null && (m as T).type === type;
+const isScrape = isMessage<ScrapeMessage>("app-server:metrics-scrape");
+const isScraped = isMessage<ScrapedMessage>("app-server:metrics-scraped");
+const isAsk = isMessage<AskMessage>("app-server:metrics-ask");
+const isAnswer = isMessage<AnswerMessage>("app-server:metrics-answer");
+
 export const isWorkerProcess = (): boolean => cluster.isWorker;
+
+/**
+ * Worker side: answers the primary's requests for this worker's metrics, and returns what GET
+ * /metrics serves here — the whole server's metrics, aggregated by the primary. A primary that
+ * does not answer within its own bound plus a margin fails the scrape (500) rather than serve
+ * this worker's numbers alone as if they were the server's.
+ */
+export function clusterMetrics(metrics: Metrics, env: NodeJS.ProcessEnv = process.env): () => Promise<string> {
+  const waiting = new Map<number, (reply: ScrapedMessage | Error) => void>();
+  let nextId = 0;
+  const send = (message: unknown, onError: (err: Error) => void) => {
+    try {
+      process.send!(message, undefined, {}, (err: Error | null) => err && onError(err));
+    } catch (err) {
+      onError(err as Error);
+    }
+  };
+  process.on("message", (m: unknown) => {
+    if (isAsk(m)) {
+      metrics.snapshot().then(
+        (snapshot) => send({ type: "app-server:metrics-answer", id: m.id, metrics: snapshot } satisfies AnswerMessage, () => {}),
+        (err: unknown) => send({ type: "app-server:metrics-answer", id: m.id, error: String(err) } satisfies AnswerMessage, () => {}),
+      );
+    } else if (isScraped(m)) waiting.get(m.id)?.(m);
+  });
+  const boundMs = metricsTimeoutMs(env) + METRICS_PRIMARY_MARGIN_MS;
+  return async () => {
+    const id = ++nextId;
+    const own = await metrics.snapshot();
+    return new Promise<string>((resolve, reject) => {
+      const settle = (reply: ScrapedMessage | Error) => {
+        if (!waiting.delete(id)) return;
+        clearTimeout(timer);
+        if (reply instanceof Error) reject(reply);
+        else if (reply.text !== undefined) resolve(reply.text);
+        else reject(new Error(`the primary process could not aggregate the workers' metrics: ${reply.error ?? "no reason given"}`));
+      };
+      const timer = setTimeout(() => settle(new Error(`the primary process did not answer the metrics request within ${boundMs} ms`)), boundMs);
+      waiting.set(id, settle);
+      send({ type: "app-server:metrics-scrape", id, own } satisfies ScrapeMessage, (err) => settle(new Error(`could not ask the primary process for the workers' metrics: ${err.message}`)));
+    });
+  };
+}
+
+interface WorkerEntry {
+  worker: Worker;
+  index: number;
+  ready: boolean;
+}
+
+/** Primary side: every worker's last metrics, the retired workers' totals, and the scrapes in flight. */
+class ServerMetrics {
+  /** Last snapshot of each live worker, by cluster worker id. */
+  private readonly last = new Map<number, MetricsSnapshot>();
+  /** Counters and histograms of workers that exited (compacted into one snapshot when idle). */
+  private readonly retired: MetricsSnapshot[] = [];
+  private compacting = false;
+  /** Asks waiting for a worker's answer, by worker id then ask id. */
+  private readonly asks = new Map<number, Map<number, (answer: MetricsSnapshot | undefined, reason: string) => void>>();
+  private nextAsk = 0;
+
+  constructor(
+    private readonly workers: Map<number, WorkerEntry>,
+    private readonly timeoutMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** A scrape that reached worker `from`, which sent its own snapshot: the whole server's text. */
+  async scrape(from: number, own: MetricsSnapshot): Promise<string> {
+    if (this.workers.has(from)) this.last.set(from, own);
+    const others = [...this.workers.values()].filter((w) => w.worker.id !== from);
+    const answered = new Set<number>([from]);
+    await Promise.all(
+      others.map(async (w) => {
+        if (!w.ready) return; // starting: no connections or turns yet, and maybe not listening for asks
+        const reason = await this.ask(w);
+        if (reason === null) answered.add(w.worker.id);
+        else this.log.warn({ worker: w.index, workerPid: w.worker.process.pid, reason, timeoutMs: this.timeoutMs }, "a worker's metrics are missing from a scrape: its last numbers were used");
+      }),
+    );
+    // Read after every ask settled, in one synchronous step: a worker that exited meanwhile is in
+    // `retired` (exited() moved it there), not in both or neither.
+    const live = [...this.workers.values()].sort((a, b) => a.index - b.index);
+    const parts = live.map((w) => this.last.get(w.worker.id)).filter((s): s is MetricsSnapshot => s !== undefined);
+    const up = live.map((w) => ({ worker: w.index, up: answered.has(w.worker.id) }));
+    return renderSnapshots([...parts, ...this.retired, await workersUpSnapshot(up)]);
+  }
+
+  /** Resolves null once the worker answered (its snapshot stored), else with why not. */
+  private ask(w: WorkerEntry): Promise<string | null> {
+    const id = ++this.nextAsk;
+    const pending = this.asks.get(w.worker.id) ?? new Map();
+    this.asks.set(w.worker.id, pending);
+    return new Promise((resolve) => {
+      const settle = (answer: MetricsSnapshot | undefined, reason: string) => {
+        if (!pending.delete(id)) return;
+        clearTimeout(timer);
+        if (answer && this.workers.has(w.worker.id)) {
+          this.last.set(w.worker.id, answer);
+          resolve(null);
+        } else resolve(reason);
+      };
+      const timer = setTimeout(() => settle(undefined, `no answer within ${this.timeoutMs} ms`), this.timeoutMs);
+      pending.set(id, settle);
+      try {
+        w.worker.send({ type: "app-server:metrics-ask", id } satisfies AskMessage, undefined, (err: Error | null) => err && settle(undefined, `could not ask: ${err.message}`));
+      } catch (err) {
+        settle(undefined, `could not ask: ${(err as Error).message}`);
+      }
+    });
+  }
+
+  answered(workerId: number, m: AnswerMessage): void {
+    this.asks.get(workerId)?.get(m.id)?.(m.metrics, m.error ? `it failed: ${m.error}` : "empty answer");
+  }
+
+  /** A worker exited: its totals stay counted; scrapes waiting for it stop waiting. */
+  exited(workerId: number): void {
+    const last = this.last.get(workerId);
+    this.last.delete(workerId);
+    if (last) this.retired.push(cumulativeOnly(last));
+    for (const settle of [...(this.asks.get(workerId)?.values() ?? [])]) settle(undefined, "it exited");
+    this.asks.delete(workerId);
+    void this.compact();
+  }
+
+  /** Retired snapshots merged into one, replaced in one step (a scrape never sees a part twice or not at all). */
+  private async compact(): Promise<void> {
+    if (this.compacting || this.retired.length < 2) return;
+    this.compacting = true;
+    try {
+      const parts = this.retired.slice();
+      const merged = await mergeSnapshots(parts);
+      this.retired.splice(0, parts.length, merged);
+    } catch (err) {
+      this.log.warn({ err }, "could not merge the metrics of exited workers");
+    } finally {
+      this.compacting = false;
+    }
+    if (this.retired.length >= 2) void this.compact();
+  }
+}
 
 /** Worker side: tell the primary this worker serves (after its store and cluster links are up). */
 export function notifyReady(url: string): void {
@@ -45,7 +249,8 @@ export function stopWhenPrimaryGone(stop: (reason: string) => void): void {
 
 /** Primary side: runs `count` workers until SIGTERM/SIGINT; resolves with the exit code. */
 export function runPrimary(count: number, log: Logger): Promise<number> {
-  const workers = new Map<number, { worker: Worker; index: number; ready: boolean }>();
+  const workers = new Map<number, WorkerEntry>();
+  const serverMetrics = new ServerMetrics(workers, metricsTimeoutMs(process.env), log);
   const restarts: number[] = [];
   let stopping = false;
   let started = false;
@@ -59,6 +264,24 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
     const worker = cluster.fork({ APP_SERVER_WORKER: String(index) });
     workers.set(worker.id, { worker, index, ready: false });
     worker.on("message", (m: unknown) => {
+      if (isScrape(m)) {
+        const reply = (message: ScrapedMessage) => {
+          try {
+            worker.send(message, undefined, () => {}); // a worker gone meanwhile: nobody to answer
+          } catch {
+            // Same: the channel closed.
+          }
+        };
+        serverMetrics.scrape(worker.id, m.own).then(
+          (text) => reply({ type: "app-server:metrics-scraped", id: m.id, text }),
+          (err: unknown) => {
+            log.error({ err, worker: index }, "could not aggregate the workers' metrics");
+            reply({ type: "app-server:metrics-scraped", id: m.id, error: String(err) });
+          },
+        );
+        return;
+      }
+      if (isAnswer(m)) return serverMetrics.answered(worker.id, m);
       if (!isReady(m)) return;
       const w = workers.get(worker.id);
       if (!w) return;
@@ -88,6 +311,7 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
   cluster.on("exit", (worker, code, signal) => {
     const w = workers.get(worker.id);
     workers.delete(worker.id);
+    serverMetrics.exited(worker.id);
     if (!w) return;
     if (stopping) {
       // A worker that could not stop cleanly makes the whole stop unclean.

@@ -1,6 +1,6 @@
 /** src/metrics.ts (prom-client): the Prometheus text exposition the server serves at /metrics. */
 import { describe, expect, it } from "vitest";
-import { Metrics } from "../src/metrics.js";
+import { cumulativeOnly, mergeSnapshots, Metrics, renderSnapshots, workersUpSnapshot, type MetricsSnapshot } from "../src/metrics.js";
 
 describe("Metrics", () => {
   it("renders counters, gauges and cumulative histograms in the exposition format", async () => {
@@ -50,5 +50,49 @@ describe("Metrics", () => {
     const m = new Metrics();
     m.turnEnded('a"b\\c\nd');
     expect(await m.render()).toContain('app_server_turns_total{status="a\\"b\\\\c\\nd"} 1');
+  });
+
+  it("aggregates workers' snapshots (--workers): counters, histograms and gauges summed; an exited worker keeps only its cumulative series", async () => {
+    const a = new Metrics();
+    const b = new Metrics();
+    a.trackOutbound(() => 5);
+    b.trackOutbound(() => 7);
+    a.setConnections(2);
+    b.setConnections(3);
+    a.turnStarted();
+    a.turnEnded("completed");
+    b.turnStarted();
+    b.turnEnded("completed");
+    b.turnStarted();
+    b.approvalsPending(1);
+    a.modelCall("openai", 0.3, "ok");
+    b.modelCall("openai", 0.4, "ok");
+    b.modelCall("openai", 2, "rate_limit");
+    // As they cross the IPC channel (JSON).
+    const ipc = async (m: Metrics): Promise<MetricsSnapshot> => JSON.parse(JSON.stringify(await m.snapshot()));
+    const [sa, sb] = [await ipc(a), await ipc(b)];
+    const lines = (await renderSnapshots([sa, sb])).split("\n");
+    expect(lines).toContain("# TYPE app_server_connections gauge");
+    expect(lines).toContain("app_server_connections 5");
+    expect(lines).toContain("app_server_active_turns 1");
+    expect(lines).toContain("app_server_approvals_pending 1");
+    expect(lines).toContain("app_server_outbound_buffered_bytes 12");
+    expect(lines).toContain('app_server_turns_total{status="completed"} 2');
+    expect(lines).toContain('app_server_model_errors_total{provider="openai",kind="rate_limit"} 1');
+    expect(lines).toContain('app_server_model_call_duration_seconds_bucket{le="0.5",provider="openai",outcome="ok"} 2');
+    expect(lines).toContain('app_server_model_call_duration_seconds_count{provider="openai",outcome="ok"} 2');
+    expect(lines).toContain('app_server_model_call_duration_seconds_sum{provider="openai",outcome="ok"} 0.7');
+
+    // Worker a exited: its turns and model calls stay counted, its connections do not.
+    const retired = await mergeSnapshots([cumulativeOnly(sa)]);
+    expect(retired.map((m) => m.name)).not.toContain("app_server_connections");
+    const after = (await renderSnapshots([sb, retired, await workersUpSnapshot([{ worker: 1, up: true }, { worker: 2, up: false }])])).split("\n");
+    expect(after).toContain("app_server_connections 3");
+    expect(after).toContain("app_server_outbound_buffered_bytes 7");
+    expect(after).toContain('app_server_turns_total{status="completed"} 2');
+    expect(after).toContain('app_server_model_call_duration_seconds_count{provider="openai",outcome="ok"} 2');
+    expect(after).toContain('app_server_worker_metrics_up{worker="1"} 1');
+    expect(after).toContain('app_server_worker_metrics_up{worker="2"} 0');
+    for (const l of after.filter((x) => x && !x.startsWith("#"))) expect(l).toMatch(/^[a-z_]+(\{[^}]*\})? [-+\dInfNa.e]+$/);
   });
 });
