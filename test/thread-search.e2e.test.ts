@@ -91,6 +91,19 @@ describe.each(BACKENDS)("thread/search (%s)", (backend) => {
     await expect(search({ query: "pangolin", cursor: "not-a-cursor" })).rejects.toMatchObject({ code: -32602 });
   });
 
+  it("Codex's form (searchTerm, as the TUI's @ task mentions send it) is answered in Codex's shape", async () => {
+    const fruit = await start();
+    await turn(fruit, "tell me about the kumquat harvest", "Kumquats ripen in winter.");
+    // Exactly the params codex 0.171's TUI sends while the user types `@kumquat`.
+    const codexParams = { currentAccountOnly: true, cursor: null, limit: 50, sortKey: "recency_at", sortDirection: "desc", sourceKinds: [], archived: false };
+    const found = await ctx.client.request("thread/search", { ...codexParams, searchTerm: "kumquat" });
+    expect(found).toEqual({ data: [{ thread: expect.objectContaining({ id: fruit }), snippet: expect.stringContaining("kumquat") }], nextCursor: null, backwardsCursor: null });
+    expect(await ctx.client.request("thread/search", { ...codexParams, searchTerm: "zebra" })).toEqual({ data: [], nextCursor: null, backwardsCursor: null });
+    // One of the two forms, not both or neither.
+    await expect(ctx.client.request("thread/search", { query: "kumquat", searchTerm: "kumquat" })).rejects.toMatchObject({ code: -32602 });
+    await expect(ctx.client.request("thread/search", {})).rejects.toMatchObject({ code: -32602 });
+  });
+
   it("a message of more distinct words than a tsvector holds is stored whole and searchable by its first 100 000 characters", async () => {
     // ~900 KB of distinct words, under the default input limit: their tsvector would be ~1.9 MB
     // (Postgres' maximum is 1 MiB), which failed the item's insert and with it the turn.

@@ -176,17 +176,18 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
   conn.handle("thread/search", async (p) => {
     const cursor = p.cursor ? decodeSearchCursor(p.cursor) : null;
     if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/search");
-    const page = await runtime.store.searchThreads({ query: p.query, limit: p.limit ?? 25, cursor, archived: p.archived ?? false });
+    const page = await runtime.store.searchThreads({ query: (p.query ?? p.searchTerm)!, limit: p.limit ?? 25, cursor, archived: p.archived ?? false });
     const records = page.rows.map((r) => r.record);
     const statuses = await runtime.statusesOf(records);
-    return {
-      data: page.rows.map(({ record, snippet }) => ({
-        // The row as stored, unless this process leases the thread (as thread/list does).
-        thread: threadView(runtime.loaded.get(record.id)?.lease ? runtime.loaded.get(record.id)!.record : record, statuses.get(record.id)!),
-        snippet,
-      })),
-      nextCursor: page.next ? Buffer.from(JSON.stringify({ search: page.next })).toString("base64url") : null,
-    };
+    const rows = page.rows.map(({ record, snippet }) => ({
+      // The row as stored, unless this process leases the thread (as thread/list does).
+      thread: threadView(runtime.loaded.get(record.id)?.lease ? runtime.loaded.get(record.id)!.record : record, statuses.get(record.id)!),
+      snippet,
+    }));
+    const nextCursor = page.next ? Buffer.from(JSON.stringify({ search: page.next })).toString("base64url") : null;
+    // Codex's form (searchTerm): its snippet is a string, and it has a backwards cursor (none here).
+    if (p.searchTerm !== undefined) return { data: rows.map((r) => ({ thread: r.thread, snippet: r.snippet?.text ?? "" })), nextCursor, backwardsCursor: null };
+    return { data: rows, nextCursor };
   });
 
   conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
