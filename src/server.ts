@@ -18,6 +18,7 @@ import { registerClientSetupHandlers } from "./rpc/handlers/client-setup.js";
 import { HistoryPages } from "./store/history-pages.js";
 import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
+import { registerFileSearchHandlers } from "./rpc/handlers/file-search.js";
 import { registerMcpHandlers } from "./rpc/handlers/mcp.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
@@ -158,6 +159,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerClientSetupHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     registerMcpHandlers(conn, app!);
+    registerFileSearchHandlers(conn, app!);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);

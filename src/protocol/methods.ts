@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import * as C from "./client-setup.js";
+import * as FS from "./file-search.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
@@ -51,6 +52,10 @@ export const clientRequests = {
   "config/mcpServer/reload": { params: M.McpServerRefreshParams, result: M.McpServerRefreshResponse },
   "mcpServer/tool/call": { params: M.McpServerToolCallParams, result: M.McpServerToolCallResponse },
   "mcpServer/resource/read": { params: M.McpResourceReadParams, result: M.McpResourceReadResponse },
+  fuzzyFileSearch: { params: FS.FuzzyFileSearchParams, result: FS.FuzzyFileSearchResponse },
+  "fuzzyFileSearch/sessionStart": { params: FS.FuzzyFileSearchSessionStartParams, result: FS.FuzzyFileSearchSessionStartResponse },
+  "fuzzyFileSearch/sessionUpdate": { params: FS.FuzzyFileSearchSessionUpdateParams, result: FS.FuzzyFileSearchSessionUpdateResponse },
+  "fuzzyFileSearch/sessionStop": { params: FS.FuzzyFileSearchSessionStopParams, result: FS.FuzzyFileSearchSessionStopResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;
@@ -79,6 +84,8 @@ export const serverNotifications = {
   "turn/plan/updated": X.TurnPlanUpdatedNotification,
   "serverRequest/resolved": X.ServerRequestResolvedNotification,
   error: N.ErrorNotification,
+  "fuzzyFileSearch/sessionUpdated": FS.FuzzyFileSearchSessionUpdatedNotification,
+  "fuzzyFileSearch/sessionCompleted": FS.FuzzyFileSearchSessionCompletedNotification,
 } as const;
 export type ServerNotificationMethod = keyof typeof serverNotifications;
 /** Notification params without `seq`: the runtime assigns it when the event is recorded. */

@@ -75,6 +75,8 @@ function build() {
   const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });
   const bundle = load("codex_app_server_protocol.v2.schemas.json");
   ajv.addSchema({ ...bundle, $id: "bundle" });
+  // Types outside v2 (fuzzyFileSearch's responses) are only in the bundle of every type.
+  ajv.addSchema({ ...load("codex_app_server_protocol.schemas.json"), $id: "all" });
   const notification = ajv.compile(load("ServerNotification.json"));
   const serverRequest = ajv.compile(load("ServerRequest.json"));
   const initialize = ajv.compile(load("v1/InitializeResponse.json"));
@@ -120,7 +122,8 @@ export function conformanceProblems(frames: RecordedFrame[]): string[] {
       if (msg.error.code === -32601 || msg.error.code === -32602) problems.push(`${method} answered ${msg.error.code}: ${msg.error.message}`);
       continue;
     }
-    const validate = method === "initialize" ? v.initialize : v.ajv.getSchema(`bundle#/definitions/${v.responseOf.get(method)}`);
+    const name = v.responseOf.get(method);
+    const validate = method === "initialize" ? v.initialize : v.ajv.getSchema(`bundle#/definitions/${name}`) ?? v.ajv.getSchema(`all#/definitions/${name}`);
     if (!validate) problems.push(`${method}: no response schema in Codex's protocol`);
     else if (!validate(msg.result)) problems.push(`${method} result: ${v.ajv.errorsText(validate.errors)} in ${JSON.stringify(msg.result).slice(0, 300)}`);
   }

@@ -1,0 +1,100 @@
+/**
+ * A bounded, .gitignore-aware listing of the files under a root, for file-mention search.
+ *
+ * What it lists, as Codex's file search does: every file (hidden ones too) under the root, minus
+ * what `.gitignore` / `.ignore` files in the root and its subdirectories exclude, and never `.git`.
+ * Paths are relative to the root with `/` separators.
+ *
+ * It never leaves the root: a symlink is listed only when its target resolves inside the root
+ * (a symlinked directory inside the root is not descended into — its files are listed under their
+ * real path already), so a link to /etc or to `..` leaks nothing. It stops after `maxEntries`
+ * entries or when `signal` aborts (the caller's time bound and cancellation), and says so.
+ */
+import { promises as fs, type Dirent } from "node:fs";
+import path from "node:path";
+import ignore, { type Ignore } from "ignore";
+
+export interface WalkOptions {
+  /** Stop after this many directory entries have been looked at. */
+  maxEntries: number;
+  signal?: AbortSignal;
+}
+
+export interface WalkResult {
+  files: string[];
+  /** True when the walk stopped early (entry budget or abort): `files` is a prefix of the tree. */
+  truncated: boolean;
+}
+
+interface IgnoreLayer {
+  /** Directory (relative to the root, "" for the root) whose ignore files these rules come from. */
+  base: string;
+  rules: Ignore;
+}
+
+const IGNORE_FILES = [".gitignore", ".ignore"];
+
+async function readRules(dir: string): Promise<Ignore | null> {
+  let rules: Ignore | null = null;
+  for (const name of IGNORE_FILES) {
+    const text = await fs.readFile(path.join(dir, name), "utf8").catch(() => null);
+    if (text === null) continue;
+    rules ??= ignore();
+    rules.add(text);
+  }
+  return rules;
+}
+
+function ignored(layers: readonly IgnoreLayer[], rel: string, isDir: boolean): boolean {
+  for (const { base, rules } of layers) {
+    const sub = base === "" ? rel : rel.slice(base.length + 1);
+    if (rules.ignores(isDir ? `${sub}/` : sub)) return true;
+  }
+  return false;
+}
+
+/** Is `target` the root or inside it (both real paths)? */
+export function within(root: string, target: string): boolean {
+  return target === root || target.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
+}
+
+/**
+ * Lists the files under `root` (an existing directory; the caller resolved it with realpath).
+ * Breadth-first, directories in name order, so a truncated walk keeps the shallow files.
+ */
+export async function listFiles(root: string, opts: WalkOptions): Promise<WalkResult> {
+  const files: string[] = [];
+  let seen = 0;
+  const rootRules = await readRules(root);
+  const queue: Array<{ rel: string; layers: IgnoreLayer[] }> = [{ rel: "", layers: rootRules ? [{ base: "", rules: rootRules }] : [] }];
+  while (queue.length > 0) {
+    const { rel, layers } = queue.shift()!;
+    if (opts.signal?.aborted) return { files, truncated: true };
+    const abs = rel === "" ? root : path.join(root, rel);
+    let entries: Dirent[];
+    try {
+      entries = await fs.readdir(abs, { withFileTypes: true });
+    } catch {
+      continue; // unreadable or vanished: skipped, as the walk of Codex does
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      if (++seen > opts.maxEntries || opts.signal?.aborted) return { files, truncated: true };
+      const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (entry.name === ".git" || ignored(layers, childRel, true)) continue;
+        const rules = await readRules(path.join(root, childRel));
+        queue.push({ rel: childRel, layers: rules ? [...layers, { base: childRel, rules }] : layers });
+      } else if (entry.isSymbolicLink()) {
+        if (ignored(layers, childRel, false)) continue;
+        const target = await fs.realpath(path.join(root, childRel)).catch(() => null);
+        if (target === null || !within(root, target)) continue;
+        const st = await fs.stat(target).catch(() => null);
+        if (st?.isFile()) files.push(childRel);
+      } else if (entry.isFile()) {
+        if (!ignored(layers, childRel, false)) files.push(childRel);
+      }
+    }
+  }
+  return { files, truncated: false };
+}
