@@ -2,8 +2,9 @@
 /**
  * The real `codex` 0.171 TUI with `--remote` against this server (through a recording relay) and
  * the mock model, in a detached tmux session of a fixed size, driven with `send-keys` and read
- * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`,
- * `codex resume --remote` (picker) and `codex fork --remote --last`. Every session must be
+ * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`, an
+ * `@` file mention and a `!` shell command, `codex resume --remote` (picker) and
+ * `codex fork --remote --last`. Every session must be
  * conformant: no request answered -32601/-32602, every server message valid against Codex's schema.
  *
  * The TUI names a thread after its first prompt by running a throwaway ephemeral thread whose
@@ -11,7 +12,7 @@
  * front of both), so the scripted replies of the real turns never race them.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -212,6 +213,39 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     await waitForScreen(/forked answer/);
     expect(exchanges(from, "turn/start").some((e) => e.request.params.threadId === forked.id)).toBe(true);
     expect(JSON.stringify(mock.requests.at(-1)!.body)).toContain("say hello");
+    expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
+  });
+  it("`@` file mention (popup, Tab inserts the path) and a `!` shell command: shown on screen, conformant", async () => {
+    writeFileSync(path.join(ws.dir, "mention-target.txt"), "the mentioned file\n");
+    const from = relay.frames.length;
+    startTui(["-s", "workspace-write"]);
+    await waitForScreen(/Ask Codex to do anything/);
+
+    // `@` + a partial name: the TUI lists files itself (codex-file-search, in-process) and asks
+    // the server for matching threads (thread/search in Codex's form) — both shown in one popup.
+    keys("-l", "@mention-tar");
+    await waitForScreen(/mention-target\.txt/);
+    await waitFor(() => exchanges(from, "thread/search").some((e) => e.request.params.searchTerm === "mention-tar" && e.response?.result), "thread/search for the mention");
+    keys("Tab");
+    await waitForScreen(/› mention-target\.txt/);
+    mock.enqueue({ text: "mention answered" });
+    await submit("what is in it");
+    await waitForScreen(/mention answered/);
+    const prompt = exchanges(from, "turn/start").find((e) => JSON.stringify(e.request.params.input).includes("what is in it"))!;
+    expect(prompt.request.params.input[0].text).toBe("mention-target.txt what is in it");
+
+    // `!cmd`: thread/shellCommand; the output appears as the user's own command.
+    const beforeShell = relay.frames.length;
+    keys("-l", "!echo bang-$((6*7))");
+    await waitForScreen(/echo bang-\$\(\(6\*7\)\)/);
+    keys("Enter");
+    await waitForScreen(/You ran echo [^\n]*bang-[\s\S]*└ bang-42/);
+    const shell = exchanges(beforeShell, "thread/shellCommand")[0]!;
+    expect(shell.request.params.command).toBe("echo bang-$((6*7))");
+    expect(shell.response.result).toEqual({});
+    await waitFor(() => serverFrames(beforeShell, "turn/completed").length > 0, "turn/completed of the shell command");
+    const ran = serverFrames(beforeShell, "item/completed").find((f) => f.frame.params.item.type === "commandExecution")!;
+    expect(ran.frame.params.item).toMatchObject({ source: "userShell", status: "completed", exitCode: 0, aggregatedOutput: "bang-42\n", cwd: ws.dir });
     expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
   });
 });

@@ -9,6 +9,7 @@ import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
 import * as S from "./session.js";
+import * as SH from "./shell-command.js";
 import * as T from "./thread.js";
 import * as F from "./thread-search.js";
 import * as U from "./turn.js";
@@ -30,6 +31,7 @@ export const clientRequests = {
   "thread/fork": { params: T.ThreadForkParams, result: T.ThreadForkResponse },
   "thread/rollback": { params: T.ThreadRollbackParams, result: T.ThreadRollbackResponse },
   "thread/compact/start": { params: T.ThreadCompactStartParams, result: T.ThreadCompactStartResponse },
+  "thread/shellCommand": { params: SH.ThreadShellCommandParams, result: SH.ThreadShellCommandResponse },
   "turn/start": { params: U.TurnStartParams, result: U.TurnStartResponse },
   "turn/interrupt": { params: U.TurnInterruptParams, result: U.TurnInterruptResponse },
   "turn/steer": { params: U.TurnSteerParams, result: U.TurnSteerResponse },

@@ -77,7 +77,7 @@ export const Thread = z
   .meta({ id: "Thread" });
 export type Thread = z.infer<typeof Thread>;
 
-const ThreadId = z.string().min(1, "threadId must not be empty");
+export const ThreadId = z.string().min(1, "threadId must not be empty");
 
 /** A tool the client implements; calls come back to it as `item/tool/call` requests. */
 export const DynamicToolSpec = z

@@ -13,6 +13,7 @@ import { textOutcome, ToolHostError, type LoopTool } from "../agent/tools.js";
 import { uuidv7 } from "../ids.js";
 import { policyOfMode } from "../sandbox/policy.js";
 import { builtinTools } from "../tools/builtin.js";
+import { shellTool } from "../tools/shell.js";
 import type { ToolContext } from "../tools/context.js";
 import { dynamicTool } from "../tools/dynamic.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
@@ -63,6 +64,17 @@ export function toolsFor(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedT
     });
   }
   return tools;
+}
+
+/**
+ * The `shell` tool for the user's own `!command` (thread/shellCommand): the thread's sandbox
+ * exactly as the model's commands get it, but nothing is asked (the user typed it) — so never a
+ * run outside the sandbox either — and no hooks (they govern the model's tool calls).
+ */
+export function userShellTool(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThread, turn: ActiveTurn, timeoutMs: number): LoopTool {
+  const ctx: ToolContext = { ...toolContext(deps, recorder, thread, turn), approvalPolicy: "never" };
+  const ms = Math.max(1, timeoutMs); // 0 asks for an immediate timeout, not none
+  return shellTool(ctx, { source: "userShell", defaultTimeoutMs: ms, maxTimeoutMs: ms });
 }
 
 function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThread, turn: ActiveTurn): ToolContext {

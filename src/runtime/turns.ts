@@ -13,6 +13,7 @@
  * item/started + item/completed (userMessage) → per model output item/started → deltas →
  * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
  */
+import { promises as fs } from "node:fs";
 import { runAgentLoop, type LoopResult } from "../agent/loop.js";
 import { emptyUsage, type AssistantMessage, type ToolCallBlock, type UserMessage } from "../agent/messages.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
@@ -38,7 +39,7 @@ import type { ProviderPool } from "./provider-pool.js";
 import type { RestorableTurn } from "./recovery.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
 import { inIssueOrder, type LoadedThread, type RuntimeLogger, type Subscriber, type ThreadEvent, type ThreadRuntime } from "./threads.js";
-import { DEFAULT_SOURCES, toolsFor, type ToolSource } from "./tool-host.js";
+import { DEFAULT_SOURCES, toolsFor, userShellTool, type ToolSource } from "./tool-host.js";
 import { NO_OBSERVER, type TurnDeps, type TurnSettings } from "./turn-deps.js";
 import { finishTurn } from "./turn-end.js";
 import { OverloadedError, TurnRequestError } from "./turn-errors.js";
@@ -55,6 +56,12 @@ export type { TurnSettings } from "./turn-deps.js";
 
 /** Default for APP_SERVER_STREAM_IDLE_TIMEOUT_MS (DESIGN.md §10). */
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 300_000;
+
+/** A user shell command run as a turn of its own (thread/shellCommand). */
+interface UserShellRun {
+  command: string;
+  timeoutMs: number;
+}
 
 export class TurnRunner {
   private readonly deps: TurnDeps;
@@ -231,12 +238,22 @@ export class TurnRunner {
   private async run(
     thread: LoadedThread,
     turn: ActiveTurn,
-    mode: "agent" | "compact" = "agent",
+    mode: "agent" | "compact" | UserShellRun = "agent",
     resumeToolCalls?: { calls: ToolCallBlock[]; notRerun: ReadonlySet<string> },
   ): Promise<void> {
     const { settings, historyLog } = this.deps;
     let result: LoopResult;
     const signal = turn.abort.signal;
+    if (typeof mode === "object") {
+      try {
+        await this.runUserShell(thread, turn, mode);
+        result = { stopReason: signal.aborted ? "interrupted" : "finalAnswer", error: null, note: null, modelCalls: 0, usage: emptyUsage() };
+      } catch (err) {
+        result = { stopReason: "error", error: err instanceof Error ? err : new Error(String(err)), note: null, modelCalls: 0, usage: emptyUsage() };
+      }
+      await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
+      return;
+    }
     try {
       const record = thread.record;
       const provider = withIdleTimeout(await this.deps.providers.get(record.modelProvider), settings.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
@@ -370,6 +387,62 @@ export class TurnRunner {
       runtime.releaseIfIdle(thread);
       throw err;
     }
+  }
+
+  /**
+   * thread/shellCommand: the user's own command (`!ls` in the TUI) as a turn of its own whose only
+   * item is a `commandExecution` with `source: "userShell"`, run like the `shell` tool — in the
+   * thread's cwd and OS sandbox, never asking — and then handed to the model's history as a user
+   * message with the command and its result, so the next turn knows what the user saw.
+   */
+  async shellCommand(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void> {
+    const { runtime, turns, historyLog } = this.deps;
+    const thread = await runtime.load(threadId);
+    runtime.unrecorded?.assertRecorded(thread.id);
+    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const release = this.reserveSlot(); // before any await (bursts)
+    const now = Date.now();
+    const turn = new ActiveTurn(uuidv7(now), now, null);
+    thread.activeTurn = turn;
+    try {
+      runtime.subscribe(thread, requester);
+      await runtime.claim(thread);
+      await historyLog.ensure(thread);
+      const cwd = await fs.stat(thread.record.cwd).catch(() => null);
+      if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
+      turn.ordinal = thread.turnCount;
+      const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
+      const active: ThreadStatus = { type: "active", activeFlags: [] };
+      await runtime.commit(
+        thread,
+        [
+          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
+          { method: "turn/started", params: { threadId: thread.id, turn: turnView(record, null) } },
+        ],
+        (tx) => turns.insertTurn(tx, record),
+      );
+      thread.status = active;
+      thread.turnCount++;
+      this.launch(turn, () => this.run(thread, turn, { command, timeoutMs }), release);
+    } catch (err) {
+      release();
+      thread.activeTurn = null;
+      runtime.releaseIfIdle(thread);
+      throw err;
+    }
+  }
+
+  private async runUserShell(thread: LoadedThread, turn: ActiveTurn, shell: UserShellRun): Promise<void> {
+    const { runtime, historyLog, settings } = this.deps;
+    const tool = userShellTool(this.deps, this.recorder, thread, turn, shell.timeoutMs);
+    const call: ToolCallBlock = { type: "toolCall", id: `user_shell_${turn.id}`, name: "shell", arguments: JSON.stringify({ command: shell.command }) };
+    const outcome = await tool.execute(call, turn.abort.signal);
+    const result = outcome.content.map((b) => (b.type === "text" ? b.text : "")).join("\n");
+    const text = `<user_shell_command>\n<command>\n${shell.command}\n</command>\n<result>\n${result}\n</result>\n</user_shell_command>`;
+    const entries: HistoryEntry[] = [];
+    if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
+    entries.push({ kind: "message", turnOrdinal: turn.ordinal, message: { role: "user", content: [{ type: "text", text }] } });
+    await runtime.commit(thread, [], historyLog.stage(thread, turn.id, entries));
   }
 
   // ---- interrupt and steer -----------------------------------------------------------------

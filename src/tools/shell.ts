@@ -26,6 +26,8 @@ export interface ShellOptions {
   /** Bytes of output the model gets back (head + tail). */
   modelOutputBytes: number;
   killGraceMs: number;
+  /** Who asked for the command: the model (`agent`) or the user's own `!command` (`userShell`). */
+  source: "agent" | "userShell";
 }
 
 export const DEFAULT_SHELL_OPTIONS: ShellOptions = {
@@ -34,6 +36,7 @@ export const DEFAULT_SHELL_OPTIONS: ShellOptions = {
   outputCapBytes: DEFAULT_OUTPUT_CAP_BYTES,
   modelOutputBytes: 32 * 1024,
   killGraceMs: DEFAULT_KILL_GRACE_MS,
+  source: "agent",
 };
 
 export const ShellArgs = z.object({
@@ -124,7 +127,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
           command: args.command,
           cwd,
           processId: null,
-          source: "agent",
+          source: opts.source,
           status: "inProgress",
           commandActions,
           aggregatedOutput: null,

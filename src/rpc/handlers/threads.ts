@@ -11,6 +11,7 @@ import { PermissionsError, resolveSandbox } from "../../runtime/permissions.js";
 import { CursorError } from "../../runtime/turn-pages.js";
 import { threadSourceFor } from "../../runtime/thread-source.js";
 import { threadView } from "../../runtime/thread-view.js";
+import { SHELL_COMMAND_DEFAULT_TIMEOUT_MS } from "../../protocol/shell-command.js";
 
 function decodeSearchCursor(text: string): { value: number; id: string } | null {
   try {
@@ -153,6 +154,16 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
   conn.handle("thread/compact/start", (p, { connection }) =>
     guardTurns(async () => {
       await app.turns.compactThread(p.threadId, connection);
+      return {};
+    }),
+  );
+
+  // Answered {} once the command's turn has started; the command streams as that turn's item.
+  conn.handle("thread/shellCommand", (p, { connection }) =>
+    guardTurns(async () => {
+      const command = p.command.trim();
+      if (command === "") throw invalidRequest("command must not be empty");
+      await app.turns.shellCommand(p.threadId, command, p.timeoutMs ?? SHELL_COMMAND_DEFAULT_TIMEOUT_MS, connection);
       return {};
     }),
   );
