@@ -103,11 +103,13 @@ export async function explainList(sql: Sql, cursor: string): Promise<ExplainResu
   const tail = `order by created_at_ms desc, id desc limit 26`;
   // Mirrors ThreadStore.listThreads (src/store/thread-store.ts); keep in step when it changes.
   // Since migrations/004_full_text_search.sql a search first collects the matching ids from the
-  // indexes (src/store/thread-search.ts, few hits) and walks the listing only for many hits.
+  // indexes (src/store/thread-search.ts, few hits) and walks the listing only for many hits; since
+  // 008 the messages' words are the stored column items.search_words (and a first bounded walk
+  // runs before these hit queries).
   const hits = (t: string) =>
     `select id from threads where text_trigrams(lower(thread_search_text(name, preview))) @> text_trigrams(lower('${t}')) and (name ilike '%${t}%' or preview ilike '%${t}%')
      union all select i.thread_id from items i where i.type in ('userMessage', 'agentMessage')
-       and to_tsvector('simple'::regconfig, item_search_text(i.type, i.payload)) @@ phraseto_tsquery('simple'::regconfig, '${t}') limit 2001`;
+       and i.search_words @@ phraseto_tsquery('simple'::regconfig, '${t}') limit 2001`;
   const shapes: [string, string][] = [
     ["first page", `${base} ${tail}`],
     ["deep page", `${base} and (created_at_ms, id) < (${c.value}, '${c.id}') ${tail}`],

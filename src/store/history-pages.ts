@@ -4,7 +4,7 @@
  * whole-thread reads (TurnStore.turnsWithItems) remain for thread/read includeTurns.
  */
 import type { Sql } from "postgres";
-import type { ItemRecord, TurnRecord } from "./records.js";
+import { itemColumns, type ItemRecord, type TurnRecord } from "./records.js";
 
 /** One thread of a fork chain: its turns up to `turnLimit`, as of `forkedAtMs` (null: the thread itself). */
 export interface ChainLink {
@@ -32,7 +32,7 @@ export class HistoryPages {
   /** Items of these turns, in turn then item order (a forked view keeps items started before the fork). */
   async itemsOf(turns: Array<TurnRecord & { link: ChainLink }>): Promise<ItemRecord[]> {
     if (turns.length === 0) return [];
-    const rows = await this.sql<ItemRecord[]>`select * from items where turn_id in ${this.sql(turns.map((t) => t.id))} order by turn_id, ordinal`;
+    const rows = await this.sql<ItemRecord[]>`select ${this.sql.unsafe(itemColumns())} from items where turn_id in ${this.sql(turns.map((t) => t.id))} order by turn_id, ordinal`;
     const cut = new Map(turns.map((t) => [t.id, t.link.forkedAtMs]));
     return rows.filter((i) => {
       const at = cut.get(i.turnId);
@@ -53,7 +53,7 @@ export class HistoryPages {
 
   async item(itemId: string): Promise<(ItemRecord & { turnOrdinal: number }) | null> {
     const rows = await this.sql<Array<ItemRecord & { turnOrdinal: number }>>`
-      select i.*, t.ordinal as turn_ordinal from items i join turns t on t.id = i.turn_id where i.id = ${itemId}`;
+      select ${this.sql.unsafe(itemColumns("i"))}, t.ordinal as turn_ordinal from items i join turns t on t.id = i.turn_id where i.id = ${itemId}`;
     return rows[0] ?? null;
   }
 }

@@ -75,3 +75,12 @@ export interface ItemRecord {
   startedAtMs: number;
   completedAtMs: number | null;
 }
+
+/**
+ * The columns of `items` that rows are read with: all but `search_words`, the tsvector only search
+ * reads (migrations/008_search_words_column.sql), which `select *` would carry to every reader.
+ */
+export const itemColumns = (alias?: string): string =>
+  ["id", "thread_id", "turn_id", "ordinal", "type", "status", "payload", "started_at_ms", "completed_at_ms", "call_id", "pending_request"]
+    .map((c) => (alias ? `${alias}.${c}` : c))
+    .join(", ");

@@ -1,13 +1,17 @@
 /**
  * Search over thread names, previews and every user/agent message (migrations/004_full_text_search.sql;
- * a message is indexed by its first 100 000 characters, 007_search_text_bound.sql).
+ * a message is indexed by its first 100 000 characters, 007_search_text_bound.sql; since
+ * 008_search_words_column.sql each message keeps its tsvector in `items.search_words`, which the
+ * GIN index holds and a per-row test reads instead of recomputing it).
  *
- * A thread matches by its own name/preview or by its messages: two branches, and for each, two
- * ways to find "the newest threads that match", picked per query from how many rows match:
- * - few hits (≤ HIT_LIMITS rows from the GIN indexes): fetch those thread ids, then sort just them;
- *   a term that matches nothing costs two index probes;
- * - many hits: walk the threads in listing order and test each one, which stops after a page
- *   because matches are dense.
+ * A thread matches by its own name/preview or by its messages. A page is found in up to two steps:
+ * - first walk: the newest WALK_FIRST threads of the listing are tested one by one (name/preview,
+ *   then each message's stored words), stopping at a page; a word in many messages (1 in 8)
+ *   fills it within a few dozen threads, without the hit queries below;
+ * - otherwise, per branch, from how many rows match (the hit queries: ≤ HIT_LIMITS rows from the
+ *   GIN indexes): few hits — fetch those thread ids, then sort just them (a term that matches
+ *   nothing costs two index probes); many hits — walk the threads in listing order and test each
+ *   one, which stops after a page because matches are dense.
  * Postgres alone picks badly here (a hashed subplan over every matching item, or a hash join that
  * reads all threads), so the choice is made with the hit queries' row counts.
  */
@@ -15,7 +19,8 @@ import type { PendingQuery, Row, Sql } from "postgres";
 
 /**
  * Above this many matching rows the walk is cheaper than sorting the hits. A walk step costs an
- * ILIKE for names/previews but ~10 to_tsvector calls for messages, hence the two limits.
+ * ILIKE for names/previews and ~10 stored-tsvector tests for messages (before migration 008: ~10
+ * to_tsvector calls, hence the two limits; kept as they were).
  */
 export const HIT_LIMITS = { own: 600, messages: 2000 };
 
@@ -32,8 +37,8 @@ type Fragment = PendingQuery<Row[]>;
 /** Escapes LIKE wildcards so a search term matches literally. */
 const likeLiteral = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-// The expressions below must stay textually identical to the index definitions of the migration,
-// or the planner cannot use the indexes.
+// The expressions below must stay textually identical to the index definitions of the migrations
+// (004 for threads; items: the search_words column of 008), or the planner cannot use the indexes.
 export function tsQuery(sql: Sql, m: SearchMatch): Fragment {
   return m.kind === "substring" ? sql`phraseto_tsquery('simple'::regconfig, ${m.term})` : sql`websearch_to_tsquery('simple'::regconfig, ${m.query})`;
 }
@@ -59,7 +64,8 @@ export const MESSAGE_TERM_MAX = 1000;
 export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment {
   if (m.kind === "substring" && m.term.length > MESSAGE_TERM_MAX) return sql`false`;
   const a = sql.unsafe(alias);
-  return sql`${a}.type in ('userMessage', 'agentMessage') and to_tsvector('simple'::regconfig, item_search_text(${a}.type, ${a}.payload)) @@ ${tsQuery(sql, m)}`;
+  // search_words: the message's stored tsvector (migration 008), what the GIN index holds.
+  return sql`${a}.type in ('userMessage', 'agentMessage') and ${a}.search_words @@ ${tsQuery(sql, m)}`;
 }
 
 /**
@@ -86,22 +92,43 @@ export async function searchBranches(sql: Sql, m: SearchMatch, limits = HIT_LIMI
 }
 
 /**
- * One page of matching threads: the page of each branch (ids only, same filters, order and
- * limit), then the rows of their union in that order and limit — the union of each branch's
- * first page holds the first page of the union.
+ * How many threads of the listing the first walk tests before the hit queries run. A word in many
+ * messages fills a page within a few dozen threads, and then the hit queries are the dearest part:
+ * a GIN bitmap of every matching message (125 000 for "deadlock" at 1M items) is built before any
+ * row comes out (~9 ms). A term that does not fill the page this early pays this walk (~1 µs a
+ * message with the stored tsvector) on top of the hit queries.
  */
-export async function searchedPage(
-  sql: Sql,
-  m: SearchMatch,
-  idsWhere: (branch: Fragment) => Fragment,
-  rowsWhere: (ids: Fragment) => Fragment,
-): Promise<Row[]> {
+export const WALK_FIRST = 256;
+
+/**
+ * `select cols from threads where <the caller's filters> extra <cursor> order by <listing order>
+ * limit n` (n defaults to the page size + 1).
+ */
+export type ListingQuery = (cols: Fragment, extra: Fragment, limit?: number) => Fragment;
+
+/**
+ * One page of matching threads, as `listing(*)` rows in listing order (at most `pageRows`).
+ * First the newest WALK_FIRST threads are tested (both ways of matching in one walk); when at least
+ * a page of them matches, that holds the page. Otherwise: the page of each branch (ids only, same
+ * filters, order and limit), then the rows of their union in that order and limit — the union of
+ * each branch's first page holds the first page of the union.
+ */
+export async function searchedPage(sql: Sql, m: SearchMatch, listing: ListingQuery, pageRows: number, walkFirst = WALK_FIRST): Promise<Row[]> {
+  if (walkFirst > 0) {
+    // The subquery's order stays (a LIMIT subquery is not flattened; the filter keeps the order).
+    const early = (await sql<{ id: string }[]>`
+      select w.id from (${listing(sql`id, name, preview`, sql``, walkFirst)}) w
+      where ${threadCondition(sql, m, false)}
+        or exists (select 1 from items i where i.thread_id = w.id and ${itemCondition(sql, m, "i")} offset 0)
+      limit ${pageRows}`) as { id: string }[];
+    if (early.length >= pageRows) return (await listing(sql`*`, sql`and id = any(${sql.array(early.map((r) => r.id))}::text[])`, pageRows)) as Row[];
+  }
   const { branches } = await searchBranches(sql, m);
   if (branches.length === 0) return [];
-  const pages = await Promise.all(branches.map((b) => idsWhere(b) as unknown as Promise<{ id: string }[]>));
+  const pages = await Promise.all(branches.map((b) => listing(sql`id`, b, pageRows) as unknown as Promise<{ id: string }[]>));
   const ids = [...new Set(pages.flat().map((r) => r.id))];
   if (ids.length === 0) return [];
-  return (await rowsWhere(sql`and id = any(${sql.array(ids)}::text[])`)) as Row[];
+  return (await listing(sql`*`, sql`and id = any(${sql.array(ids)}::text[])`, pageRows)) as Row[];
 }
 
 /** Snippet delimiters inside ts_headline output: control characters that stored text hardly has. */

@@ -214,7 +214,7 @@ export class ThreadStore {
           : sql`and (${col}, id) > (${c.value}, ${c.id})`
       : sql``;
     const order = desc ? sql`order by ${col} desc, id desc` : sql`order by ${col} asc, id asc`;
-    const filtered = (cols: Fragment, extra: Fragment) => sql`
+    const filtered = (cols: Fragment, extra: Fragment, limit = query.limit + 1) => sql`
       select ${cols} from threads
       where archived = ${query.archived} and not ephemeral
         ${query.cwds ? sql`and cwd in ${sql(query.cwds)}` : sql``}
@@ -226,11 +226,11 @@ export class ThreadStore {
         ${extra}
         ${after}
       ${order}
-      limit ${query.limit + 1}`;
+      limit ${limit}`;
     // Substring of name/preview (Codex's semantics) or a phrase in any message: thread-search.ts.
     const rows = (
       query.searchTerm
-        ? await searchedPage(sql, { kind: "substring", term: query.searchTerm }, (branch) => filtered(sql`id`, branch), (ids) => filtered(sql`*`, ids))
+        ? await searchedPage(sql, { kind: "substring", term: query.searchTerm }, filtered, query.limit + 1)
         : await filtered(sql`*`, sql``)
     ) as ThreadRecord[];
     const more = rows.length > query.limit;
@@ -256,14 +256,14 @@ export class ThreadStore {
     const sql = this.sql;
     const match: SearchMatch = { kind: "words", query: query.query };
     const c = query.cursor;
-    const filtered = (cols: Fragment, extra: Fragment) => sql`
+    const filtered = (cols: Fragment, extra: Fragment, limit = query.limit + 1) => sql`
       select ${cols} from threads
       where archived = ${query.archived} and not ephemeral
         ${extra}
         ${c ? sql`and (updated_at_ms, id) < (${c.value}, ${c.id})` : sql``}
       order by updated_at_ms desc, id desc
-      limit ${query.limit + 1}`;
-    const rows = (await searchedPage(sql, match, (branch) => filtered(sql`id`, branch), (ids) => filtered(sql`*`, ids))) as ThreadRecord[];
+      limit ${limit}`;
+    const rows = (await searchedPage(sql, match, filtered, query.limit + 1)) as ThreadRecord[];
     const more = rows.length > query.limit;
     const page = more ? rows.slice(0, query.limit) : [...rows];
     const snippets = await snippetsFor(sql, match, page.map((r) => r.id));

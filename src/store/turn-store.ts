@@ -4,7 +4,7 @@ import type { Message } from "../agent/messages.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { HistoryEntry } from "../runtime/history.js";
 import { storableText } from "./text.js";
-import type { ItemRecord, StoredEvent, TurnRecord } from "./records.js";
+import { itemColumns, type ItemRecord, type StoredEvent, type TurnRecord } from "./records.js";
 import { eventRows, type Queryable } from "./thread-store.js";
 
 const json = (q: Queryable, v: unknown) => q.json(storableText(v) as JSONValue);
@@ -156,7 +156,7 @@ export class TurnStore {
       const own = await this.sql<TurnRecord[]>`
         select * from turns where thread_id = ${id} ${turnLimit === null ? this.sql`` : this.sql`and ordinal < ${turnLimit}`} order by ordinal`;
       const ownItems = await this.sql<ItemRecord[]>`
-        select * from items where thread_id = ${id}
+        select ${this.sql.unsafe(itemColumns())} from items where thread_id = ${id}
           ${forkedAtMs === null ? this.sql`` : this.sql`and started_at_ms <= ${forkedAtMs}`}
         order by turn_id, ordinal`;
       for (const t of own) {

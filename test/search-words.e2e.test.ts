@@ -1,0 +1,162 @@
+/**
+ * Search on words frequent in messages (migrations/008_search_words_column.sql): the stored
+ * per-message tsvector, the bounded walk that runs before the hit queries (src/store/thread-search.ts
+ * WALK_FIRST), and the upgrade of a database that has messages.
+ */
+import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import type { Sql } from "postgres";
+import { openDatabase } from "../src/store/database.js";
+import { itemCondition, searchedPage, type ListingQuery, type SearchMatch } from "../src/store/thread-search.js";
+import { MIGRATIONS_DIR, runMigrations } from "../src/store/migrate.js";
+import { itemColumns } from "../src/store/records.js";
+import { BACKENDS, freshDatabase } from "./support/db.js";
+
+/** 60 threads, each with a user and an agent message; "deadlock" in the messages of every other thread. */
+async function seed(sql: Sql): Promise<void> {
+  await sql.unsafe(`
+    insert into threads (id, session_id, name, preview, archived, model_provider, model, cwd, approval_policy, sandbox, cli_version, source, created_at_ms, updated_at_ms)
+    select 't' || g, 's', case when g % 5 = 0 then 'name 100% ' || g end, case when g % 3 = 0 then 'fix the websocket ' || g else 'other ' || g end,
+      g % 11 = 0, 'openai', 'm', case when g % 4 = 0 then '/a' else '/b' end, '"never"', 'read-only', '0', 'vscode', g, 1000 - g
+    from generate_series(1, 60) g;
+    insert into turns (id, thread_id, ordinal, status, started_at_ms) select 'u' || g, 't' || g, 0, 'completed', g from generate_series(1, 60) g;
+    insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+    select 'iu' || g, 't' || g, 'u' || g, 0, 'userMessage', 'completed',
+      jsonb_build_object('type', 'userMessage', 'content', jsonb_build_array(
+        jsonb_build_object('type', 'text', 'text', case when g % 2 = 0 then 'the parser has a deadlock' else 'the lexer times out' end),
+        jsonb_build_object('type', 'text', 'text', 'second part'))), g
+    from generate_series(1, 60) g
+    union all
+    select 'ia' || g, 't' || g, 'u' || g, 1, 'agentMessage', 'completed',
+      jsonb_build_object('type', 'agentMessage', 'text', case when g % 7 = 0 then 'a timeout in the shared buffer' else 'fixed it' end), g
+    from generate_series(1, 60) g
+    union all
+    select 'ic' || g, 't' || g, 'u' || g, 2, 'commandExecution', 'completed',
+      jsonb_build_object('type', 'commandExecution', 'command', 'echo deadlock', 'aggregatedOutput', 'deadlock parser'), g
+    from generate_series(1, 60, 3) g`);
+}
+
+describe.each(BACKENDS)("search on frequent words (%s)", (backend) => {
+  it("the bounded first walk and the branch queries give the same pages, for any filter, order and page size", async () => {
+    const test = await freshDatabase(backend);
+    const db = await openDatabase({ ...test.options });
+    try {
+      const sql = db.sql as Sql;
+      await seed(sql);
+      const matches: SearchMatch[] = [
+        { kind: "substring", term: "deadlock" },
+        { kind: "substring", term: "websocket" },
+        { kind: "substring", term: "parser has" },
+        { kind: "substring", term: "has parser" },
+        { kind: "substring", term: "timeout" },
+        { kind: "substring", term: "part second" },
+        { kind: "substring", term: "nothing-like-this" },
+        { kind: "words", query: "deadlock" },
+        { kind: "words", query: "parser deadlock -timeout" },
+        { kind: "words", query: '"second part"' },
+        { kind: "words", query: "websocket or timeout" },
+        { kind: "words", query: "parser -deadlock" },
+        { kind: "words", query: "echo" }, // only in tool items: never matches
+        { kind: "words", query: "zebra" },
+      ];
+      const listings: [string, (limit: number) => ListingQuery][] = [
+        ["created desc", (n) => (cols, extra, limit = n) => sql`select ${cols} from threads where archived = false and not ephemeral ${extra} order by created_at_ms desc, id desc limit ${limit}`],
+        ["updated desc, cwd /a", (n) => (cols, extra, limit = n) => sql`select ${cols} from threads where archived = false and cwd = '/a' ${extra} order by updated_at_ms desc, id desc limit ${limit}`],
+        ["created asc, archived", (n) => (cols, extra, limit = n) => sql`select ${cols} from threads where archived = true ${extra} order by created_at_ms asc, id asc limit ${limit}`],
+      ];
+      let early = 0;
+      for (const m of matches)
+        for (const [name, listing] of listings)
+          for (const pageRows of [1, 3, 6, 26]) {
+            const ids = async (walkFirst: number) => ((await searchedPage(sql, m, listing(pageRows), pageRows, walkFirst)) as { id: string }[]).map((r) => r.id);
+            const reference = await ids(0); // the branch queries only
+            // Walks that fill the page early (large bound) and ones that never do (bound 1).
+            for (const walkFirst of [1, 4, 256]) expect(await ids(walkFirst), `${JSON.stringify(m)} ${name} ${pageRows} rows, walk ${walkFirst}`).toEqual(reference);
+            if (reference.length === pageRows) early++;
+          }
+      expect(early).toBeGreaterThan(20); // not vacuous: many of these pages are full
+    } finally {
+      await db.close();
+      await test.cleanup();
+    }
+  });
+
+  it("new and updated messages get their stored words; other items have none", async () => {
+    const test = await freshDatabase(backend);
+    const db = await openDatabase({ ...test.options });
+    try {
+      const sql = db.sql as Sql;
+      await seed(sql);
+      await sql`update items set payload = ${sql.json({ type: "agentMessage", text: "now about a pangolin" })} where id = 'ia1'`;
+      const found = async (query: string) =>
+        (await sql<{ id: string }[]>`select i.id from items i where ${itemCondition(sql, { kind: "words", query }, "i")} order by i.id`).map((r) => r.id);
+      expect(await found("pangolin")).toEqual(["ia1"]);
+      expect(await found("fixed")).not.toContain("ia1");
+      expect(await found("second")).toHaveLength(60); // the user message's text parts, joined
+      const [{ tools }] = await sql<{ tools: number }[]>`select count(*)::int as tools from items where type = 'commandExecution' and search_words is not null`;
+      expect(tools).toBe(0);
+      // `select *` carries the column; the store's readers name theirs and do not get it.
+      expect((await sql<Record<string, unknown>[]>`select * from items where id = 'ia1'`)[0]).toHaveProperty("searchWords");
+      const [row] = await sql<Record<string, unknown>[]>`select ${sql.unsafe(itemColumns())} from items where id = 'ia1'`;
+      expect(row).not.toHaveProperty("searchWords");
+      expect(Object.keys(row!).length).toBe(Object.keys((await sql<Record<string, unknown>[]>`select * from items where id = 'ia1'`)[0]!).length - 1);
+    } finally {
+      await db.close();
+      await test.cleanup();
+    }
+  });
+});
+
+describe.each(BACKENDS)("search words column, upgrade (%s)", (backend) => {
+  it("migration 008 fills the column of every existing message from the bounded text, and the index agrees with it", async () => {
+    const test = await freshDatabase(backend, { blank: true });
+    const before = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
+    try {
+      const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
+      const at = files.indexOf("008_search_words_column.sql");
+      expect(at).toBeGreaterThan(0);
+      for (const f of files.slice(0, at)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(before, f));
+      const db = await openDatabase({ ...test.options, migrationsDir: before });
+      try {
+        const sql = db.sql as Sql;
+        await seed(sql);
+        // Longer than the 100 000-character bound of 007: its last word is not searchable.
+        await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+          values ('ilong', 't1', 'u1', 3, 'agentMessage', 'completed',
+            ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
+        const oldIds = async (query: string) =>
+          (await sql<{ id: string }[]>`select i.id from items i where i.type in ('userMessage', 'agentMessage')
+            and to_tsvector('simple'::regconfig, item_search_text(i.type, i.payload)) @@ websearch_to_tsquery('simple'::regconfig, ${query}) order by i.id`).map((r) => r.id);
+        const queries = ["deadlock", "parser deadlock -timeout", '"second part"', "okapifirst", "okapilast", "zebra"];
+        const expected = await Promise.all(queries.map(oldIds));
+
+        expect(await runMigrations(sql)).toEqual(files.slice(at));
+        const [{ differ }] = await sql<{ differ: number }[]>`
+          select count(*)::int as differ from items
+          where search_words is distinct from case when type in ('userMessage', 'agentMessage') then to_tsvector('simple'::regconfig, item_search_text(type, payload)) end`;
+        expect(differ).toBe(0);
+        const viaIndex = (query: string) =>
+          sql.begin(async (tx) => {
+            await tx`set local enable_seqscan = off`;
+            return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")} order by i.id`).map((r) => r.id);
+          });
+        const perRow = async (query: string) =>
+          (await sql<{ id: string }[]>`select i.id from items i where ${itemCondition(sql, { kind: "words", query }, "i")} offset 0`).map((r) => r.id).sort();
+        for (const [k, q] of queries.entries()) {
+          expect(await viaIndex(q), q).toEqual(expected[k]);
+          expect(await perRow(q), q).toEqual(expected[k]);
+        }
+        expect(expected[0]!.length).toBe(30);
+        expect(expected[3]).toEqual(["ilong"]);
+        expect(expected[4]).toEqual([]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await rm(before, { recursive: true, force: true });
+      await test.cleanup();
+    }
+  });
+});
