@@ -3,7 +3,7 @@
  * The real `codex` 0.171 TUI with `--remote` against this server (through a recording relay) and
  * the mock model, in a detached tmux session of a fixed size, driven with `send-keys` and read
  * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`, an
- * `@` file mention and a `!` shell command, `codex resume --remote` (picker) and
+ * `@` file mention, a `!` shell command, `/review`, `codex resume --remote` (picker) and
  * `codex fork --remote --last`. Every session must be
  * conformant: no request answered -32601/-32602, every server message valid against Codex's schema.
  *
@@ -246,6 +246,24 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     await waitFor(() => serverFrames(beforeShell, "turn/completed").length > 0, "turn/completed of the shell command");
     const ran = serverFrames(beforeShell, "item/completed").find((f) => f.frame.params.item.type === "commandExecution")!;
     expect(ran.frame.params.item).toMatchObject({ source: "userShell", status: "completed", exitCode: 0, aggregatedOutput: "bang-42\n", cwd: ws.dir });
+    expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
+  });
+  it("/review of the uncommitted changes: review/start, shown as a code review, conformant", async () => {
+    const from = relay.frames.length;
+    startTui(["-s", "workspace-write"]);
+    await waitForScreen(/Ask Codex to do anything/);
+    mock.enqueue({ text: "[P2] mention-target.txt:1 is not covered by a test." });
+    await submit("/review");
+    await waitForScreen(/Review uncommitted changes/);
+    keys("2");
+    keys("Enter");
+    await waitForScreen(/Code review started: current changes[\s\S]*not covered by a test[\s\S]*Code review finished/);
+    const review = exchanges(from, "review/start")[0]!;
+    expect(review.request.params.target).toEqual({ type: "uncommittedChanges" });
+    expect(review.response.result.reviewThreadId).toBe(review.request.params.threadId);
+    await waitFor(() => serverFrames(from, "turn/completed").some((f) => f.frame.params.turn.id === review.response.result.turn.id), "turn/completed of the review");
+    const exited = serverFrames(from, "item/completed").find((f) => f.frame.params.item.type === "exitedReviewMode")!;
+    expect(exited.frame.params.item.review).toBe("[P2] mention-target.txt:1 is not covered by a test.");
     expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
   });
 });

@@ -102,6 +102,10 @@ export const DynamicToolCallItem = z.object({
   ...lifecycle,
 });
 export const ContextCompactionItem = z.object({ type: z.literal("contextCompaction"), id: z.string(), ...lifecycle });
+/** A review turn (review/start) began; `review` names what is reviewed ("current changes", …). */
+export const EnteredReviewModeItem = z.object({ type: z.literal("enteredReviewMode"), id: z.string(), review: z.string(), ...lifecycle });
+/** A review turn ended; `review` is the review's text (the reviewer's last answer). */
+export const ExitedReviewModeItem = z.object({ type: z.literal("exitedReviewMode"), id: z.string(), review: z.string(), ...lifecycle });
 
 export const ThreadItem = z
   .discriminatedUnion("type", [
@@ -114,6 +118,8 @@ export const ThreadItem = z
     McpToolCallItem,
     DynamicToolCallItem,
     ContextCompactionItem,
+    EnteredReviewModeItem,
+    ExitedReviewModeItem,
   ])
   .meta({ id: "ThreadItem" });
 export type ThreadItem = z.infer<typeof ThreadItem>;

@@ -8,6 +8,7 @@ import * as FS from "./file-search.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
+import * as R from "./review.js";
 import * as S from "./session.js";
 import * as SH from "./shell-command.js";
 import * as T from "./thread.js";
@@ -32,6 +33,7 @@ export const clientRequests = {
   "thread/rollback": { params: T.ThreadRollbackParams, result: T.ThreadRollbackResponse },
   "thread/compact/start": { params: T.ThreadCompactStartParams, result: T.ThreadCompactStartResponse },
   "thread/shellCommand": { params: SH.ThreadShellCommandParams, result: SH.ThreadShellCommandResponse },
+  "review/start": { params: R.ReviewStartParams, result: R.ReviewStartResponse },
   "turn/start": { params: U.TurnStartParams, result: U.TurnStartResponse },
   "turn/interrupt": { params: U.TurnInterruptParams, result: U.TurnInterruptResponse },
   "turn/steer": { params: U.TurnSteerParams, result: U.TurnSteerResponse },

@@ -17,12 +17,14 @@ import { promises as fs } from "node:fs";
 import { runAgentLoop, type LoopResult } from "../agent/loop.js";
 import { emptyUsage, type AssistantMessage, type ToolCallBlock, type UserMessage } from "../agent/messages.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
+import { reviewMessage, reviewRequest } from "../agent/review.js";
 import { uuidv7 } from "../ids.js";
 import type { TurnObserver } from "../metrics.js";
 import type { ThreadStatus, UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
 import type { TurnStartParams } from "../protocol/turn.js";
+import type { ReviewTarget } from "../protocol/review.js";
 import { withIdleTimeout } from "../providers/idle-timeout.js";
 import type { ModelRequest } from "../providers/types.js";
 import { CommandRunner } from "../sandbox/runner.js";
@@ -238,7 +240,7 @@ export class TurnRunner {
   private async run(
     thread: LoadedThread,
     turn: ActiveTurn,
-    mode: "agent" | "compact" | UserShellRun = "agent",
+    mode: "agent" | "compact" | "review" | UserShellRun = "agent",
     resumeToolCalls?: { calls: ToolCallBlock[]; notRerun: ReadonlySet<string> },
   ): Promise<void> {
     const { settings, historyLog } = this.deps;
@@ -303,6 +305,13 @@ export class TurnRunner {
       }
     } catch (err) {
       result = { stopReason: "error", error: err instanceof Error ? err : new Error(String(err)), note: null, modelCalls: 0, usage: emptyUsage() };
+    }
+    if (mode === "review") {
+      try {
+        await this.exitReviewMode(thread, turn, result);
+      } catch (err) {
+        if (result.stopReason !== "error") result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
+      }
     }
     await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
   }
@@ -443,6 +452,84 @@ export class TurnRunner {
     if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
     entries.push({ kind: "message", turnOrdinal: turn.ordinal, message: { role: "user", content: [{ type: "text", text }] } });
     await runtime.commit(thread, [], historyLog.stage(thread, turn.id, entries));
+  }
+
+  /**
+   * review/start: a turn of the thread whose input is a review request (the target's
+   * instructions and the review rubric, agent/review.ts) instead of a user message. It opens with
+   * an `enteredReviewMode` item naming what is reviewed, the model works as in any turn (its
+   * messages and commands are items as usual), and it closes with `exitedReviewMode` carrying the
+   * review — the model's last answer.
+   */
+  async review(threadId: string, target: ReviewTarget, requester: Subscriber, responded: Promise<void>): Promise<{ turn: Turn }> {
+    const { runtime, turns, historyLog, settings } = this.deps;
+    const thread = await runtime.load(threadId);
+    runtime.unrecorded?.assertRecorded(thread.id);
+    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const release = this.reserveSlot(); // before any await (bursts)
+    const now = Date.now();
+    const turn = new ActiveTurn(uuidv7(now), now, null);
+    thread.activeTurn = turn;
+    try {
+      runtime.subscribe(thread, requester);
+      await runtime.claim(thread);
+      await historyLog.ensure(thread);
+      const request = reviewRequest(target);
+      turn.ordinal = thread.turnCount;
+      const entries: HistoryEntry[] = [];
+      if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
+      entries.push({ kind: "message", turnOrdinal: turn.ordinal, message: { role: "user", content: [{ type: "text", text: reviewMessage(request) }] } });
+      const entered: ThreadItem = { type: "enteredReviewMode", id: uuidv7(), review: request.hint, startedAtMs: now, completedAtMs: now };
+      const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
+      const view = turnView(record, null);
+      const active: ThreadStatus = { type: "active", activeFlags: [] };
+      const writeHistory = historyLog.stage(thread, turn.id, entries);
+      await runtime.commit(
+        thread,
+        [
+          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
+          { method: "turn/started", params: { threadId: thread.id, turn: view } },
+          userItemStarted(thread, turn, entered, now),
+          completedEvent(thread, turn, entered, now),
+        ],
+        (tx) => inIssueOrder([turns.insertTurn(tx, record), this.recorder.insert(tx, thread, turn, entered, "completed", now), writeHistory(tx)]),
+        { after: responded },
+      );
+      thread.status = active;
+      thread.turnCount++;
+      this.launch(turn, () => this.run(thread, turn, "review"), release);
+      return { turn: view };
+    } catch (err) {
+      release();
+      thread.activeTurn = null;
+      thread.history = null;
+      thread.entries = null; // staged entries may not have been stored: reload on next use
+      runtime.releaseIfIdle(thread);
+      throw err;
+    }
+  }
+
+  /** The review turn's closing item: the model's last answer, or why there is none. */
+  private async exitReviewMode(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+    let review = "";
+    let last = -1;
+    for (const { ordinal, item } of turn.messages?.values() ?? []) {
+      if (item.type === "agentMessage" && ordinal > last && item.text.trim() !== "") {
+        last = ordinal;
+        review = item.text;
+      }
+    }
+    // The last model message's record is held for the turn's end (turn-stream.ts): it goes first,
+    // so its item/completed precedes exitedReviewMode.
+    for (const item of turn.deferred?.items ?? []) if (item.type === "agentMessage" && item.text.trim() !== "") review = item.text;
+    await this.stream.flushDeferred(thread, turn);
+    if (turn.abort.signal.aborted) review ||= "The review was interrupted.";
+    else if (result.stopReason === "error") review ||= `The review failed: ${result.error?.message ?? "unknown error"}`;
+    const now = Date.now();
+    const exited: ThreadItem = { type: "exitedReviewMode", id: uuidv7(), review, startedAtMs: now, completedAtMs: now };
+    await this.deps.runtime.commit(thread, [userItemStarted(thread, turn, exited, now), completedEvent(thread, turn, exited, now)], (tx) =>
+      this.recorder.insert(tx, thread, turn, exited, "completed", now),
+    );
   }
 
   // ---- interrupt and steer -----------------------------------------------------------------

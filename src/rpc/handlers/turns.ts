@@ -34,6 +34,14 @@ export function registerTurnHandlers(conn: Connection, app: AppContext): void {
     }),
   );
 
+  // A review is a turn of the thread itself (delivery "inline"): reviewThreadId is the thread's id.
+  conn.handle("review/start", (p, { connection, responded }) =>
+    guarded(async () => {
+      const { turn } = await app.turns.review(p.threadId, p.target, connection, responded);
+      return { turn, reviewThreadId: p.threadId };
+    }),
+  );
+
   conn.handle("turn/interrupt", (p) => guarded(() => app.turns.interrupt(p.threadId, p.turnId)));
 
   conn.handle("turn/steer", (p) =>
