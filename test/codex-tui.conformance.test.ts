@@ -3,7 +3,7 @@
  * The real `codex` 0.171 TUI with `--remote` against this server (through a recording relay) and
  * the mock model, in a detached tmux session of a fixed size, driven with `send-keys` and read
  * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`, an
- * `@` file mention, a `!` shell command, `/review`, `codex resume --remote` (picker) and
+ * `@` file mention, a `!` shell command, `/compact`, `/review`, `codex resume --remote` (picker) and
  * `codex fork --remote --last`. Every session must be
  * conformant: no request answered -32601/-32602, every server message valid against Codex's schema.
  *
@@ -248,10 +248,15 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     expect(ran.frame.params.item).toMatchObject({ source: "userShell", status: "completed", exitCode: 0, aggregatedOutput: "bang-42\n", cwd: ws.dir });
     expect(conformanceProblems(relay.frames.slice(from))).toEqual([]);
   });
-  it("/review of the uncommitted changes: review/start, shown as a code review, conformant", async () => {
+  it("/compact on a new thread, then /review of the uncommitted changes: shown as Codex shows them, conformant", async () => {
     const from = relay.frames.length;
     startTui(["-s", "workspace-write"]);
     await waitForScreen(/Ask Codex to do anything/);
+    const requests = mock.requests.length;
+    await submit("/compact");
+    await waitForScreen(/Context compacted/);
+    expect(exchanges(from, "thread/compact/start")[0]!.response.result).toEqual({});
+    expect(mock.requests.length).toBe(requests); // nothing to summarise: no model call
     mock.enqueue({ text: "[P2] mention-target.txt:1 is not covered by a test." });
     await submit("/review");
     await waitForScreen(/Review uncommitted changes/);

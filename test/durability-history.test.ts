@@ -158,10 +158,23 @@ describe("thread/compact/start", () => {
     expect(ids((await read(threadId)).turns)).toEqual([t1.id, t2.id, t5.id]);
   });
 
-  it("is refused while a turn runs, and on a thread with nothing to compact (-32600)", async () => {
+  it("on a thread with nothing to compact yet (the TUI's /compact right after start): a compaction turn without a model call", async () => {
     const { h, client } = ctx;
     const threadId = (await client.request("thread/start", {})).thread.id;
-    await expect(client.request("thread/compact/start", { threadId })).rejects.toMatchObject({ code: -32600 });
+    expect(await client.request("thread/compact/start", { threadId })).toEqual({});
+    const started = await client.waitForNotification("turn/started", (p) => p.threadId === threadId);
+    const done = await turnCompleted(client, started.params.turn.id);
+    expect(done.params.turn).toMatchObject({ status: "completed", error: null });
+    expect(client.notifications("item/completed").filter((f) => f.params.turnId === started.params.turn.id).map((f) => f.params.item.type)).toEqual(["contextCompaction"]);
+    expect(h.mock.requests).toHaveLength(0);
+    // The thread goes on as usual; its first request opens with the environment context.
+    const t = await turn(threadId, "alpha");
+    expect(JSON.stringify(t.request.body.input[0])).toContain("environment");
+  });
+
+  it("is refused while a turn runs, and for an unknown thread (-32600)", async () => {
+    const { h, client } = ctx;
+    const threadId = (await client.request("thread/start", {})).thread.id;
     await expect(client.request("thread/compact/start", { threadId: "no-such-thread" })).rejects.toMatchObject({ code: -32600 });
     const gate = deferred();
     h.mock.enqueue({ text: ["a", "b"], gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });

@@ -269,7 +269,15 @@ export class TurnRunner {
         reasoningEffort: (record.reasoningEffort as ModelRequest["reasoningEffort"]) ?? null,
         ...(settings.maxOutputTokens ? { maxOutputTokens: settings.maxOutputTokens } : {}),
       };
-      if (mode === "compact") {
+      if (mode === "compact" && historyLog.context(thread).length === 0) {
+        // Nothing to summarise yet (a new thread): the context is as small as it gets. The turn
+        // still shows a compaction, without a model call.
+        const started = Date.now();
+        const item: ThreadItem = { type: "contextCompaction", id: uuidv7(), startedAtMs: started };
+        await this.recorder.started(thread, turn, { ...item, completedAtMs: null });
+        await this.recorder.completed(thread, turn, [{ ...item, completedAtMs: Date.now() }]);
+        result = { stopReason: "finalAnswer", error: null, note: null, modelCalls: 0, usage: emptyUsage() };
+      } else if (mode === "compact") {
         const compacted = await this.compactor.compact(thread, turn, provider, request, historyLog.context(thread), signal, true);
         result = {
           stopReason: compacted ? "finalAnswer" : signal.aborted ? "interrupted" : "error",
@@ -375,7 +383,6 @@ export class TurnRunner {
       runtime.subscribe(thread, requester);
       await runtime.claim(thread);
       await historyLog.ensure(thread);
-      if (historyLog.context(thread).length === 0) throw new TurnRequestError(`thread ${thread.id} has no history to compact`);
       turn.ordinal = thread.turnCount;
       const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
       const active: ThreadStatus = { type: "active", activeFlags: [] };
