@@ -66,10 +66,10 @@ export async function indexRoots(roots: readonly SearchRoot[], signal?: AbortSig
 }
 
 /** The best matches of `query` across the indexed roots, score descending then path ascending. */
-export function matchIndexed(indexed: readonly IndexedRoot[], query: string, signal?: AbortSignal): FileMatch[] {
+export async function matchIndexed(indexed: readonly IndexedRoot[], query: string, signal?: AbortSignal): Promise<FileMatch[]> {
   const all: FileMatch[] = [];
   for (const { root, files } of indexed) {
-    for (const m of rankPaths(files, query, FILE_SEARCH_MATCH_LIMIT, signal)) {
+    for (const m of await rankPaths(files, query, FILE_SEARCH_MATCH_LIMIT, signal)) {
       all.push({ root: root.given, path: m.path, match_type: "file", file_name: path.posix.basename(m.path), score: m.score, indices: m.indices });
     }
   }

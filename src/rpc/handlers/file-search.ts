@@ -55,7 +55,7 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext): v
     try {
       if (p.query.trim() === "") return { files: [] };
       const indexed = await indexRoots(roots, controller.signal);
-      const files = matchIndexed(indexed, p.query, controller.signal);
+      const files = await matchIndexed(indexed, p.query, controller.signal);
       return { files: controller.signal.aborted ? [] : files };
     } finally {
       signal.removeEventListener("abort", abort);
@@ -86,7 +86,7 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext): v
       const indexed = await session.index;
       await responded;
       if (!current()) return;
-      const files = p.query.trim() === "" ? [] : matchIndexed(indexed, p.query, session.controller.signal);
+      const files = p.query.trim() === "" ? [] : await matchIndexed(indexed, p.query, session.controller.signal);
       if (!current()) return;
       conn.notify("fuzzyFileSearch/sessionUpdated", { sessionId: p.sessionId, query: p.query, files });
       conn.notify("fuzzyFileSearch/sessionCompleted", { sessionId: p.sessionId });
