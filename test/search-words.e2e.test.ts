@@ -1,7 +1,7 @@
 /**
  * Search on words frequent in messages (migrations/008_search_words_column.sql): the stored
- * per-message tsvector, the bounded walk that runs before the hit queries (src/store/thread-search.ts
- * WALK_FIRST), and the upgrade of a database that has messages.
+ * per-message tsvector, the bounded walks that run before the hit queries (src/store/thread-search.ts
+ * WALK_FIRST, WALK_MORE), and the upgrade of a database that has messages.
  */
 import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
 import os from "node:os";
@@ -39,7 +39,7 @@ async function seed(sql: Sql): Promise<void> {
 }
 
 describe.each(BACKENDS)("search on frequent words (%s)", (backend) => {
-  it("the bounded first walk and the branch queries give the same pages, for any filter, order and page size", async () => {
+  it("the bounded walks and the branch queries give the same pages, for any filter, order and page size", async () => {
     const test = await freshDatabase(backend);
     const db = await openDatabase({ ...test.options });
     try {
@@ -70,10 +70,13 @@ describe.each(BACKENDS)("search on frequent words (%s)", (backend) => {
       for (const m of matches)
         for (const [name, listing] of listings)
           for (const pageRows of [1, 3, 6, 26]) {
-            const ids = async (walkFirst: number) => ((await searchedPage(sql, m, listing(pageRows), pageRows, walkFirst)) as { id: string }[]).map((r) => r.id);
-            const reference = await ids(0); // the branch queries only
-            // Walks that fill the page early (large bound) and ones that never do (bound 1).
-            for (const walkFirst of [1, 4, 256]) expect(await ids(walkFirst), `${JSON.stringify(m)} ${name} ${pageRows} rows, walk ${walkFirst}`).toEqual(reference);
+            const ids = async (walkFirst: number, walkMore: number) =>
+              ((await searchedPage(sql, m, listing(pageRows), pageRows, walkFirst, walkMore)) as { id: string }[]).map((r) => r.id);
+            const reference = await ids(0, 0); // the branch queries only
+            // Walks that fill the page early (large bounds), ones that need the second walk, and
+            // ones that never do (bound 1, no second walk).
+            for (const [walkFirst, walkMore] of [[1, 0], [2, 1024], [4, 64], [8, 20], [256, 1024]] as const)
+              expect(await ids(walkFirst, walkMore), `${JSON.stringify(m)} ${name} ${pageRows} rows, walks ${walkFirst}/${walkMore}`).toEqual(reference);
             if (reference.length === pageRows) early++;
           }
       expect(early).toBeGreaterThan(20); // not vacuous: many of these pages are full

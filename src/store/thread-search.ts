@@ -7,7 +7,8 @@
  * A thread matches by its own name/preview or by its messages. A page is found in up to two steps:
  * - first walk: the newest WALK_FIRST threads of the listing are tested one by one (name/preview,
  *   then each message's stored words), stopping at a page; a word in many messages (1 in 8)
- *   fills it within a few dozen threads, without the hit queries below;
+ *   fills it within a few dozen threads, without the hit queries below. When it found some but
+ *   not a page, a second walk (≤ WALK_MORE threads) if the density seen says it would fill it;
  * - otherwise, per branch, from how many rows match (the hit queries: ≤ HIT_LIMITS rows from the
  *   GIN indexes): few hits — fetch those thread ids, then sort just them (a term that matches
  *   nothing costs two index probes); many hits — walk the threads in listing order and test each
@@ -69,6 +70,18 @@ export function itemCondition(sql: Sql, m: SearchMatch, alias: string): Fragment
 }
 
 /**
+ * The same test as itemCondition in a form no index can answer (`is true` around the match), for
+ * testing the messages of given threads: otherwise Postgres may AND the thread's rows with the GIN
+ * bitmap of every matching message (~30 ms for a word in 1 of 8 of 1M messages, where reading a
+ * thread's ~10 rows through items_by_thread costs µs).
+ */
+export function itemTest(sql: Sql, m: SearchMatch, alias: string): Fragment {
+  if (m.kind === "substring" && m.term.length > MESSAGE_TERM_MAX) return sql`false`;
+  const a = sql.unsafe(alias);
+  return sql`${a}.type in ('userMessage', 'agentMessage') and (${a}.search_words @@ ${tsQuery(sql, m)}) is true`;
+}
+
+/**
  * The ways a thread can match, each as a condition to add to `select … from threads where …`:
  * its own name/preview, or its messages. Each is either the ids of its few matching threads or a
  * per-row test (many matches: the walk in listing order stops after a page). Two branches rather
@@ -86,7 +99,7 @@ export async function searchBranches(sql: Sql, m: SearchMatch, limits = HIT_LIMI
     branches: [
       ...branch(own, limits.own, () => sql`and ${threadCondition(sql, m, false)}`),
       // `offset 0` keeps the subquery per row: otherwise Postgres hashes every matching item first.
-      ...branch(inMessages, limits.messages, () => sql`and exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")} offset 0)`),
+      ...branch(inMessages, limits.messages, () => sql`and exists (select 1 from items i where i.thread_id = threads.id and ${itemTest(sql, m, "i")} offset 0)`),
     ],
   };
 }
@@ -98,7 +111,15 @@ export async function searchBranches(sql: Sql, m: SearchMatch, limits = HIT_LIMI
  * row comes out (~9 ms). A term that does not fill the page this early pays this walk (~1 µs a
  * message with the stored tsvector) on top of the hit queries.
  */
-export const WALK_FIRST = 256;
+export const WALK_FIRST = 128;
+/**
+ * When the first walk found some matches but not a page, a second walk over up to this many
+ * threads, if at the density seen the page is within half of it: an AND of two frequent words
+ * ("parser deadlock -timeout", 1 thread in 11) needs ~280 threads, and the hit query's GIN AND of
+ * two long posting lists alone took ~10 ms. Bounded: a term frequent only in the newest threads
+ * costs at most this walk (~10 ms) before the hit queries.
+ */
+export const WALK_MORE = 1024;
 
 /**
  * `select cols from threads where <the caller's filters> extra <cursor> order by <listing order>
@@ -108,27 +129,37 @@ export type ListingQuery = (cols: Fragment, extra: Fragment, limit?: number) => 
 
 /**
  * One page of matching threads, as `listing(*)` rows in listing order (at most `pageRows`).
- * First the newest WALK_FIRST threads are tested (both ways of matching in one walk); when at least
- * a page of them matches, that holds the page. Otherwise: the page of each branch (ids only, same
- * filters, order and limit), then the rows of their union in that order and limit — the union of
- * each branch's first page holds the first page of the union.
+ * First the newest WALK_FIRST threads are tested (both ways of matching in one walk; then maybe up
+ * to WALK_MORE); when at least a page of them matches, that holds the page. Otherwise: the page of
+ * each branch (ids only, same filters, order and limit), then the rows of their union in that
+ * order and limit — the union of each branch's first page holds the first page of the union.
  */
-export async function searchedPage(sql: Sql, m: SearchMatch, listing: ListingQuery, pageRows: number, walkFirst = WALK_FIRST): Promise<Row[]> {
+export async function searchedPage(sql: Sql, m: SearchMatch, listing: ListingQuery, pageRows: number, walkFirst = WALK_FIRST, walkMore = WALK_MORE): Promise<Row[]> {
+  const rowsOf = async (ids: string[]) => (await listing(sql`*`, sql`and id = any(${sql.array(ids)}::text[])`, pageRows)) as Row[];
+  // The subquery's order stays (a LIMIT subquery is not flattened; the filter keeps the order).
+  const walk = async (threads: number) =>
+    (
+      (await sql<{ id: string }[]>`
+        select w.id from (${listing(sql`id, name, preview`, sql``, threads)}) w
+        where ${threadCondition(sql, m, false)}
+          or exists (select 1 from items i where i.thread_id = w.id and ${itemTest(sql, m, "i")} offset 0)
+        limit ${pageRows}`) as { id: string }[]
+    ).map((r) => r.id);
   if (walkFirst > 0) {
-    // The subquery's order stays (a LIMIT subquery is not flattened; the filter keeps the order).
-    const early = (await sql<{ id: string }[]>`
-      select w.id from (${listing(sql`id, name, preview`, sql``, walkFirst)}) w
-      where ${threadCondition(sql, m, false)}
-        or exists (select 1 from items i where i.thread_id = w.id and ${itemCondition(sql, m, "i")} offset 0)
-      limit ${pageRows}`) as { id: string }[];
-    if (early.length >= pageRows) return (await listing(sql`*`, sql`and id = any(${sql.array(early.map((r) => r.id))}::text[])`, pageRows)) as Row[];
+    const early = await walk(walkFirst);
+    if (early.length >= pageRows) return rowsOf(early);
+    const more = early.length > 0 ? Math.ceil((2 * walkFirst * pageRows) / early.length) : Infinity;
+    if (more <= walkMore) {
+      const later = await walk(more);
+      if (later.length >= pageRows) return rowsOf(later);
+    }
   }
   const { branches } = await searchBranches(sql, m);
   if (branches.length === 0) return [];
   const pages = await Promise.all(branches.map((b) => listing(sql`id`, b, pageRows) as unknown as Promise<{ id: string }[]>));
   const ids = [...new Set(pages.flat().map((r) => r.id))];
   if (ids.length === 0) return [];
-  return (await listing(sql`*`, sql`and id = any(${sql.array(ids)}::text[])`, pageRows)) as Row[];
+  return rowsOf(ids);
 }
 
 /** Snippet delimiters inside ts_headline output: control characters that stored text hardly has. */
@@ -178,7 +209,7 @@ export async function snippetsFor(sql: Sql, m: SearchMatch, threadIds: string[])
     select thread_id, id, ts_headline('simple'::regconfig, item_search_text(type, payload), ${q}, ${HEADLINE}) as h
     from (
       select distinct on (i.thread_id) i.thread_id, i.id, i.type, i.payload from items i
-      where i.thread_id = any(${sql.array(rest)}::text[]) and ${itemCondition(sql, m, "i")}
+      where i.thread_id = any(${sql.array(rest)}::text[]) and ${itemTest(sql, m, "i")}
       order by i.thread_id, i.started_at_ms desc, i.ordinal desc
     ) newest`;
   for (const r of msgs) out.set(r.threadId, { ...parseHeadline(r.h), source: "message", itemId: r.id });
