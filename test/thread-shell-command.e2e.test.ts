@@ -12,7 +12,9 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TestClient } from "./support/client.js";
 import { BACKENDS } from "./support/db.js";
+import { deferred } from "./support/durability.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { afterFirstTextDelta } from "./support/wire.js";
 import { makeDirs, type Dirs } from "./tools/helpers.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
@@ -89,17 +91,47 @@ describe("thread/shellCommand", () => {
     expect(client.frames.some((f) => f.method === "item/commandExecution/requestApproval")).toBe(false);
   });
 
-  it("timeoutMs: 0 is an immediate timeout (exit 124); a running command refuses another one, and turn/interrupt stops it", async () => {
+  it("timeoutMs: 0 is an immediate timeout (exit 124); turn/interrupt stops a running command, and one attached to its turn", async () => {
     const threadId = await startThread("workspace-write");
     const timedOut = await shell(threadId, "sleep 5", 0);
     expect(timedOut.item).toMatchObject({ status: "failed", exitCode: 124 });
 
     expect(await client.request("thread/shellCommand", { threadId, command: "sleep 600" })).toEqual({});
     const started = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === "sleep 600");
-    await expect(client.request("thread/shellCommand", { threadId, command: "ls" })).rejects.toMatchObject({ code: -32600, message: expect.stringContaining("already running") });
+    // A second command while the first runs joins its turn (no turn of its own).
+    expect(await client.request("thread/shellCommand", { threadId, command: "sleep 601" })).toEqual({});
+    const second = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === "sleep 601");
+    expect(second.params.turnId).toBe(started.params.turnId);
     await client.request("turn/interrupt", { threadId, turnId: started.params.turnId });
     const done = await turnCompleted(client, started.params.turnId);
     expect(done.params.turn.status).toBe("interrupted");
+    const ended = client.notifications("item/completed").filter((f) => f.params.turnId === started.params.turnId).map((f) => f.params.item.command);
+    expect(ended.sort()).toEqual(["sleep 600", "sleep 601"]);
+  });
+
+  it("while the model's turn runs, the command runs inside that turn; the turn ends after it, and the model hears of it next", async () => {
+    const threadId = await startThread("workspace-write");
+    const gate = deferred();
+    h.mock.enqueue({ text: ["work", "ing"], gate: { afterEvents: afterFirstTextDelta("openai"), wait: gate.promise } });
+    const { turn } = await client.request("turn/start", { threadId, input: text("do something") });
+    await client.waitForNotification("item/agentMessage/delta", (p) => p.turnId === turn.id);
+    expect(await client.request("thread/shellCommand", { threadId, command: "echo side-$((40+2)); sleep 0.5" })).toEqual({});
+    const ran = await client.waitFor((f) => f.method === "item/completed" && f.params.item.type === "commandExecution");
+    expect(ran.params).toMatchObject({ turnId: turn.id, item: { source: "userShell", status: "completed", aggregatedOutput: "side-42\n" } });
+    gate.open();
+    const done = await turnCompleted(client, turn.id);
+    expect(done.params.turn.status).toBe("completed");
+    // No turn of its own: the thread has the one turn, with the command among its items.
+    const read = (await client.request("thread/read", { threadId, includeTurns: true })).thread;
+    expect(read.turns).toHaveLength(1);
+    expect(read.turns[0].items.map((i: any) => i.type)).toEqual(["userMessage", "agentMessage", "commandExecution"]); // in the order they started
+    // The next request carries the turn's answer, then what the user ran (history stays paired).
+    h.mock.enqueue({ text: "noted" });
+    const next = (await client.request("turn/start", { threadId, input: text("and?") })).turn;
+    await turnCompleted(client, next.id);
+    const body = JSON.stringify(h.mock.requests.at(-1)!.body);
+    expect(body.indexOf("working")).toBeGreaterThan(-1);
+    expect(body.indexOf("side-42")).toBeGreaterThan(body.indexOf("working"));
   });
 
   it("hostile params: unknown thread, empty or huge command, negative timeout, a cwd that is gone — clear errors, nothing recorded", async () => {

@@ -78,6 +78,8 @@ export class ActiveTurn implements ActiveTurnHandle {
   /** False once the turn is ending: turn/steer is refused from then on. */
   steerable = true;
   finished!: Promise<void>;
+  /** User shell commands run inside this turn (thread/shellCommand while it ran): what the model is told of each, or null. */
+  readonly userShell: Array<Promise<UserMessage | null>> = [];
   private resolveRecorded!: (view: Turn) => void;
   private rejectRecorded!: (err: unknown) => void;
   /** Settles when turn/start has recorded this turn (or failed to): a duplicate turn/start waits on it. */

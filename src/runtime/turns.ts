@@ -253,7 +253,7 @@ export class TurnRunner {
       } catch (err) {
         result = { stopReason: "error", error: err instanceof Error ? err : new Error(String(err)), note: null, modelCalls: 0, usage: emptyUsage() };
       }
-      await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
+      await this.endTurn(thread, turn, result);
       return;
     }
     try {
@@ -321,7 +321,7 @@ export class TurnRunner {
         if (result.stopReason !== "error") result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
       }
     }
-    await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
+    await this.endTurn(thread, turn, result);
   }
 
   private takeSteering(turn: ActiveTurn): UserMessage[] {
@@ -409,13 +409,29 @@ export class TurnRunner {
    * thread/shellCommand: the user's own command (`!ls` in the TUI) as a turn of its own whose only
    * item is a `commandExecution` with `source: "userShell"`, run like the `shell` tool — in the
    * thread's cwd and OS sandbox, never asking — and then handed to the model's history as a user
-   * message with the command and its result, so the next turn knows what the user saw.
+   * message with the command and its result, so the next turn knows what the user saw. While
+   * a turn runs, the command runs inside that turn instead (its item appears there, and the turn
+   * ends only once the command has).
    */
   async shellCommand(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void> {
     const { runtime, turns, historyLog } = this.deps;
     const thread = await runtime.load(threadId);
     runtime.unrecorded?.assertRecorded(thread.id);
-    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
+    const running = thread.activeTurn;
+    if (running) {
+      // As Codex does: a command typed while a turn runs becomes an item of that turn.
+      if (!(running instanceof ActiveTurn) || !running.steerable) throw new TurnRequestError(`a turn is ending on thread ${thread.id} (turn ${running.id}); retry when it has`);
+      const cwd = await fs.stat(thread.record.cwd).catch(() => null);
+      if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
+      runtime.subscribe(thread, requester);
+      running.userShell.push(
+        this.execUserShell(thread, running, { command, timeoutMs }).catch((err: unknown) => {
+          this.deps.log.error({ err, threadId: thread.id, turnId: running.id }, "user shell command in a running turn failed");
+          return null;
+        }),
+      );
+      return;
+    }
     const release = this.reserveSlot(); // before any await (bursts)
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, null);
@@ -450,15 +466,46 @@ export class TurnRunner {
 
   private async runUserShell(thread: LoadedThread, turn: ActiveTurn, shell: UserShellRun): Promise<void> {
     const { runtime, historyLog, settings } = this.deps;
+    const message = await this.execUserShell(thread, turn, shell);
+    const entries: HistoryEntry[] = [];
+    if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
+    entries.push({ kind: "message", turnOrdinal: turn.ordinal, message });
+    await runtime.commit(thread, [], historyLog.stage(thread, turn.id, entries));
+  }
+
+  /** Runs a user shell command as an item of `turn`; resolves with what the model is told of it. */
+  private async execUserShell(thread: LoadedThread, turn: ActiveTurn, shell: UserShellRun): Promise<UserMessage> {
     const tool = userShellTool(this.deps, this.recorder, thread, turn, shell.timeoutMs);
-    const call: ToolCallBlock = { type: "toolCall", id: `user_shell_${turn.id}`, name: "shell", arguments: JSON.stringify({ command: shell.command }) };
+    const call: ToolCallBlock = { type: "toolCall", id: `user_shell_${uuidv7()}`, name: "shell", arguments: JSON.stringify({ command: shell.command }) };
     const outcome = await tool.execute(call, turn.abort.signal);
     const result = outcome.content.map((b) => (b.type === "text" ? b.text : "")).join("\n");
     const text = `<user_shell_command>\n<command>\n${shell.command}\n</command>\n<result>\n${result}\n</result>\n</user_shell_command>`;
-    const entries: HistoryEntry[] = [];
-    if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
-    entries.push({ kind: "message", turnOrdinal: turn.ordinal, message: { role: "user", content: [{ type: "text", text }] } });
-    await runtime.commit(thread, [], historyLog.stage(thread, turn.id, entries));
+    return { role: "user", content: [{ type: "text", text }] };
+  }
+
+  /**
+   * Ends a turn: first waits for user shell commands run inside it (thread/shellCommand while the
+   * turn ran), whose results join the history after the turn's own messages, then finishes it.
+   */
+  private async endTurn(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+    if (turn.userShell.length > 0) {
+      const told: UserMessage[] = [];
+      // Re-reads the length: a command attached while an earlier one finishes is waited for too.
+      for (let i = 0; i < turn.userShell.length; i++) {
+        const message = await turn.userShell[i]!;
+        if (message) told.push(message);
+      }
+      turn.steerable = false; // no command attaches from here on (finishTurn would set it next)
+      try {
+        if (told.length > 0) {
+          await this.stream.flushDeferred(thread, turn);
+          await this.stream.appendHistory(thread, turn, told);
+        }
+      } catch (err) {
+        if (result.stopReason !== "error") result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
+      }
+    }
+    await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
   }
 
   /**
