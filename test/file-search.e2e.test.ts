@@ -37,6 +37,7 @@ describe("fuzzyFileSearch", () => {
     write(ws.dir, "build/main.js");
     write(ws.dir, "sub/.gitignore", "*.log\n");
     write(ws.dir, ".git/config");
+    write(ws.dir, "...", "a file named ...\n"); // a name of dots only is still a file name
     for (let i = 0; i < FILE_SEARCH_MATCH_LIMIT + 30; i++) write(ws.dir, `many/widget-${String(i).padStart(3, "0")}.ts`);
     write(outside.dir, "secret-outside.txt");
     mkdirSync(path.join(outside.dir, "secretdir"));
@@ -87,6 +88,7 @@ describe("fuzzyFileSearch", () => {
     expect(all).not.toContain("sub/drop.log");
     expect(all.some((p) => p.startsWith(".git/"))).toBe(false);
     expect((await search("keep")).map((f) => f.path)).toEqual(["sub/keep.txt"]);
+    expect((await search("...")).map((f) => f.path)).toContain("...");
   });
 
   it("never leaves the root: symlinks out of it (files, directories, /etc, ..) are not followed; links inside are", async () => {

@@ -48,7 +48,12 @@ async function readRules(dir: string): Promise<Ignore | null> {
 function ignored(layers: readonly IgnoreLayer[], rel: string, isDir: boolean): boolean {
   for (const { base, rules } of layers) {
     const sub = base === "" ? rel : rel.slice(base.length + 1);
-    if (rules.ignores(isDir ? `${sub}/` : sub)) return true;
+    try {
+      if (rules.ignores(isDir ? `${sub}/` : sub)) return true;
+    } catch {
+      // `ignore` throws for paths it takes for non-relative ones; a listed name never should be one,
+      // and if it were, no rule could name it: listed, rather than failing the search.
+    }
   }
   return false;
 }
