@@ -254,7 +254,9 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     await waitForScreen(/Ask Codex to do anything/);
     const requests = mock.requests.length;
     await submit("/compact");
-    await waitForScreen(/Context compacted/);
+    // /review only once the TUI has seen the compaction turn end ("Worked for …"): a slash
+    // command typed while it still shows a task running may be refused.
+    await waitForScreen(/Context compacted[\s\S]*Worked for/);
     expect(exchanges(from, "thread/compact/start")[0]!.response.result).toEqual({});
     expect(mock.requests.length).toBe(requests); // nothing to summarise: no model call
     mock.enqueue({ text: "[P2] mention-target.txt:1 is not covered by a test." });
