@@ -8,8 +8,8 @@
  * - first walk, when the planner's statistics say the term is in many messages (manyMessageHits;
  *   a rare or unknown word skips it): the newest WALK_FIRST threads of the listing are tested one by one (name/preview,
  *   then each message's stored words), stopping at a page; a word in many messages (1 in 8)
- *   fills it within a few dozen threads, without the hit queries below. When it found some but
- *   not a page, a second walk (≤ WALK_MORE threads) if the density seen says it would fill it;
+ *   fills it within a few dozen threads, without the hit queries below. When it found no page, a
+ *   second walk (≤ WALK_MORE threads, sized by the density seen);
  * - otherwise, per branch, from how many rows match (the hit queries: ≤ HIT_LIMITS rows from the
  *   GIN indexes): few hits — fetch those thread ids, then sort just them (a term that matches
  *   nothing costs two index probes); many hits — walk the threads in listing order and test each
@@ -114,11 +114,11 @@ export async function searchBranches(sql: Sql, m: SearchMatch, limits = HIT_LIMI
  */
 export const WALK_FIRST = 128;
 /**
- * When the first walk found some matches but not a page, a second walk over up to this many
- * threads, if at the density seen the page is within half of it: an AND of two frequent words
- * ("parser deadlock -timeout", 1 thread in 11) needs ~280 threads, and the hit query's GIN AND of
- * two long posting lists alone took ~10 ms. Bounded: a term frequent only in the newest threads
- * costs at most this walk (~10 ms) before the hit queries.
+ * When the first walk found no page, a second walk over up to this many threads (twice what a page
+ * needs at the density seen): an AND of two frequent words ("parser deadlock -timeout", 1 thread
+ * in 11) needs ~280 threads, and the hit query's GIN AND of two long posting lists alone took
+ * ~10 ms. Bounded: a term frequent in messages but not in the newest threads of this listing
+ * costs at most this walk (~10 ms on Postgres) before the hit queries.
  */
 export const WALK_MORE = 1024;
 
@@ -179,8 +179,9 @@ export async function searchedPage(
   if (walkFirst > 0 && (always || (await manyMessageHits(sql, m)))) {
     const early = await walk(walkFirst);
     if (early.length >= pageRows) return rowsOf(early);
-    const more = early.length > 0 ? Math.ceil((2 * walkFirst * pageRows) / early.length) : Infinity;
-    if (more <= walkMore) {
+    // At the density seen, twice the threads a page needs; as far as WALK_MORE when none was seen.
+    const more = Math.min(walkMore, early.length > 0 ? Math.ceil((2 * walkFirst * pageRows) / early.length) : walkMore);
+    if (more > walkFirst) {
       const later = await walk(more);
       if (later.length >= pageRows) return rowsOf(later);
     }
@@ -236,11 +237,13 @@ export async function snippetsFor(sql: Sql, m: SearchMatch, threadIds: string[])
   for (const r of own) out.set(r.id, { ...parseHeadline(r.h), source: "thread", itemId: null });
   const rest = threadIds.filter((id) => !out.has(id));
   if (rest.length === 0) return out;
+  // A frequent word: the threads' own rows (itemTest); a rare one: its few rows from the index.
+  const test = (await manyMessageHits(sql, m)) ? itemTest(sql, m, "i") : itemCondition(sql, m, "i");
   const msgs = await sql<{ threadId: string; id: string; h: string }[]>`
     select thread_id, id, ts_headline('simple'::regconfig, item_search_text(type, payload), ${q}, ${HEADLINE}) as h
     from (
       select distinct on (i.thread_id) i.thread_id, i.id, i.type, i.payload from items i
-      where i.thread_id = any(${sql.array(rest)}::text[]) and ${itemTest(sql, m, "i")}
+      where i.thread_id = any(${sql.array(rest)}::text[]) and ${test}
       order by i.thread_id, i.started_at_ms desc, i.ordinal desc
     ) newest`;
   for (const r of msgs) out.set(r.threadId, { ...parseHeadline(r.h), source: "message", itemId: r.id });
