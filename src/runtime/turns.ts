@@ -59,6 +59,12 @@ export type { TurnSettings } from "./turn-deps.js";
 /** Default for APP_SERVER_STREAM_IDLE_TIMEOUT_MS (DESIGN.md §10). */
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 300_000;
 
+/** Refuses a user shell command whose thread's working directory is gone (-32600, nothing recorded). */
+async function assertCwdExists(thread: LoadedThread): Promise<void> {
+  const cwd = await fs.stat(thread.record.cwd).catch(() => null);
+  if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
+}
+
 /** A user shell command run as a turn of its own (thread/shellCommand). */
 interface UserShellRun {
   command: string;
@@ -371,38 +377,9 @@ export class TurnRunner {
 
   /** thread/compact/start: a turn of its own whose only item is the contextCompaction. */
   async compactThread(threadId: string, requester: Subscriber): Promise<void> {
-    const { runtime, turns, historyLog } = this.deps;
-    const thread = await runtime.load(threadId);
-    runtime.unrecorded?.assertRecorded(thread.id);
-    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
-    const release = this.reserveSlot(); // before any await (bursts)
-    const now = Date.now();
-    const turn = new ActiveTurn(uuidv7(now), now, null);
-    thread.activeTurn = turn;
-    try {
-      runtime.subscribe(thread, requester);
-      await runtime.claim(thread);
-      await historyLog.ensure(thread);
-      turn.ordinal = thread.turnCount;
-      const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
-      const active: ThreadStatus = { type: "active", activeFlags: [] };
-      await runtime.commit(
-        thread,
-        [
-          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
-          { method: "turn/started", params: { threadId: thread.id, turn: turnView(record, null) } },
-        ],
-        (tx) => turns.insertTurn(tx, record),
-      );
-      thread.status = active;
-      thread.turnCount++;
-      this.launch(turn, () => this.run(thread, turn, "compact"), release);
-    } catch (err) {
-      release();
-      thread.activeTurn = null;
-      runtime.releaseIfIdle(thread);
-      throw err;
-    }
+    const thread = await this.deps.runtime.load(threadId);
+    this.deps.runtime.unrecorded?.assertRecorded(thread.id);
+    await this.startOwnTurn(thread, requester, "compact");
   }
 
   /**
@@ -414,24 +391,31 @@ export class TurnRunner {
    * ends only once the command has).
    */
   async shellCommand(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void> {
-    const { runtime, turns, historyLog } = this.deps;
+    const { runtime } = this.deps;
     const thread = await runtime.load(threadId);
     runtime.unrecorded?.assertRecorded(thread.id);
     const running = thread.activeTurn;
-    if (running) {
-      // As Codex does: a command typed while a turn runs becomes an item of that turn.
-      if (!(running instanceof ActiveTurn) || !running.steerable) throw new TurnRequestError(`a turn is ending on thread ${thread.id} (turn ${running.id}); retry when it has`);
-      const cwd = await fs.stat(thread.record.cwd).catch(() => null);
-      if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
-      runtime.subscribe(thread, requester);
-      running.userShell.push(
-        this.execUserShell(thread, running, { command, timeoutMs }).catch((err: unknown) => {
-          this.deps.log.error({ err, threadId: thread.id, turnId: running.id }, "user shell command in a running turn failed");
-          return null;
-        }),
-      );
-      return;
-    }
+    if (!running) return this.startOwnTurn(thread, requester, { command, timeoutMs }, () => assertCwdExists(thread));
+    // As Codex does: a command typed while a turn runs becomes an item of that turn.
+    if (!(running instanceof ActiveTurn) || !running.steerable) throw new TurnRequestError(`a turn is ending on thread ${thread.id} (turn ${running.id}); retry when it has`);
+    await assertCwdExists(thread);
+    runtime.subscribe(thread, requester);
+    running.userShell.push(
+      this.execUserShell(thread, running, { command, timeoutMs }).catch((err: unknown) => {
+        this.deps.log.error({ err, threadId: thread.id, turnId: running.id }, "user shell command in a running turn failed");
+        return null;
+      }),
+    );
+  }
+
+  /**
+   * Starts a turn that has no user message (a compaction, a user shell command): reserves a slot,
+   * claims the thread, records and announces the turn, then runs it in `mode`. `check` runs once the
+   * thread is claimed, before anything is recorded; what it throws refuses the request.
+   */
+  private async startOwnTurn(thread: LoadedThread, requester: Subscriber, mode: "compact" | UserShellRun, check?: () => Promise<void>): Promise<void> {
+    const { runtime, turns, historyLog } = this.deps;
+    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
     const release = this.reserveSlot(); // before any await (bursts)
     const now = Date.now();
     const turn = new ActiveTurn(uuidv7(now), now, null);
@@ -440,8 +424,7 @@ export class TurnRunner {
       runtime.subscribe(thread, requester);
       await runtime.claim(thread);
       await historyLog.ensure(thread);
-      const cwd = await fs.stat(thread.record.cwd).catch(() => null);
-      if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
+      await check?.();
       turn.ordinal = thread.turnCount;
       const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
       const active: ThreadStatus = { type: "active", activeFlags: [] };
@@ -455,7 +438,7 @@ export class TurnRunner {
       );
       thread.status = active;
       thread.turnCount++;
-      this.launch(turn, () => this.run(thread, turn, { command, timeoutMs }), release);
+      this.launch(turn, () => this.run(thread, turn, mode), release);
     } catch (err) {
       release();
       thread.activeTurn = null;
