@@ -3,16 +3,13 @@
  * per-message tsvector, the bounded walks that run before the hit queries (src/store/thread-search.ts
  * WALK_FIRST, WALK_MORE), and the upgrade of a database that has messages.
  */
-import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Sql } from "postgres";
 import { openDatabase } from "../src/store/database.js";
 import { itemCondition, searchedPage, type ListingQuery, type SearchMatch } from "../src/store/thread-search.js";
-import { MIGRATIONS_DIR, runMigrations } from "../src/store/migrate.js";
+import { runMigrations } from "../src/store/migrate.js";
 import { itemColumns } from "../src/store/records.js";
-import { BACKENDS, freshDatabase } from "./support/db.js";
+import { BACKENDS, freshDatabase, withDatabaseBefore } from "./support/db.js";
 
 /** 60 threads, each with a user and an agent message; "deadlock" in the messages of every other thread. */
 async function seed(sql: Sql): Promise<void> {
@@ -116,52 +113,37 @@ describe.each(BACKENDS)("search on frequent words (%s)", (backend) => {
 
 describe.each(BACKENDS)("search words column, upgrade (%s)", (backend) => {
   it("migration 008 fills the column of every existing message from the bounded text, and the index agrees with it", async () => {
-    const test = await freshDatabase(backend, { blank: true });
-    const before = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
-    try {
-      const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
-      const at = files.indexOf("008_search_words_column.sql");
-      expect(at).toBeGreaterThan(0);
-      for (const f of files.slice(0, at)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(before, f));
-      const db = await openDatabase({ ...test.options, migrationsDir: before });
-      try {
-        const sql = db.sql as Sql;
-        await seed(sql);
-        // Longer than the 100 000-character bound of 007: its last word is not searchable.
-        await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
-          values ('ilong', 't1', 'u1', 3, 'agentMessage', 'completed',
-            ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
-        const oldIds = async (query: string) =>
-          (await sql<{ id: string }[]>`select i.id from items i where i.type in ('userMessage', 'agentMessage')
-            and to_tsvector('simple'::regconfig, item_search_text(i.type, i.payload)) @@ websearch_to_tsquery('simple'::regconfig, ${query}) order by i.id`).map((r) => r.id);
-        const queries = ["deadlock", "parser deadlock -timeout", '"second part"', "okapifirst", "okapilast", "zebra"];
-        const expected = await Promise.all(queries.map(oldIds));
+    await withDatabaseBefore(backend, "008_search_words_column.sql", async (sql, pending) => {
+      await seed(sql);
+      // Longer than the 100 000-character bound of 007: its last word is not searchable.
+      await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+        values ('ilong', 't1', 'u1', 3, 'agentMessage', 'completed',
+          ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
+      const oldIds = async (query: string) =>
+        (await sql<{ id: string }[]>`select i.id from items i where i.type in ('userMessage', 'agentMessage')
+          and to_tsvector('simple'::regconfig, item_search_text(i.type, i.payload)) @@ websearch_to_tsquery('simple'::regconfig, ${query}) order by i.id`).map((r) => r.id);
+      const queries = ["deadlock", "parser deadlock -timeout", '"second part"', "okapifirst", "okapilast", "zebra"];
+      const expected = await Promise.all(queries.map(oldIds));
 
-        expect(await runMigrations(sql)).toEqual(files.slice(at));
-        const [{ differ }] = await sql<{ differ: number }[]>`
-          select count(*)::int as differ from items
-          where search_words is distinct from case when type in ('userMessage', 'agentMessage') then to_tsvector('simple'::regconfig, item_search_text(type, payload)) end`;
-        expect(differ).toBe(0);
-        const viaIndex = (query: string) =>
-          sql.begin(async (tx) => {
-            await tx`set local enable_seqscan = off`;
-            return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")} order by i.id`).map((r) => r.id);
-          });
-        const perRow = async (query: string) =>
-          (await sql<{ id: string }[]>`select i.id from items i where ${itemCondition(sql, { kind: "words", query }, "i")} offset 0`).map((r) => r.id).sort();
-        for (const [k, q] of queries.entries()) {
-          expect(await viaIndex(q), q).toEqual(expected[k]);
-          expect(await perRow(q), q).toEqual(expected[k]);
-        }
-        expect(expected[0]!.length).toBe(30);
-        expect(expected[3]).toEqual(["ilong"]);
-        expect(expected[4]).toEqual([]);
-      } finally {
-        await db.close();
+      expect(await runMigrations(sql)).toEqual(pending);
+      const [{ differ }] = await sql<{ differ: number }[]>`
+        select count(*)::int as differ from items
+        where search_words is distinct from case when type in ('userMessage', 'agentMessage') then to_tsvector('simple'::regconfig, item_search_text(type, payload)) end`;
+      expect(differ).toBe(0);
+      const viaIndex = (query: string) =>
+        sql.begin(async (tx) => {
+          await tx`set local enable_seqscan = off`;
+          return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")} order by i.id`).map((r) => r.id);
+        });
+      const perRow = async (query: string) =>
+        (await sql<{ id: string }[]>`select i.id from items i where ${itemCondition(sql, { kind: "words", query }, "i")} offset 0`).map((r) => r.id).sort();
+      for (const [k, q] of queries.entries()) {
+        expect(await viaIndex(q), q).toEqual(expected[k]);
+        expect(await perRow(q), q).toEqual(expected[k]);
       }
-    } finally {
-      await rm(before, { recursive: true, force: true });
-      await test.cleanup();
-    }
+      expect(expected[0]!.length).toBe(30);
+      expect(expected[3]).toEqual(["ilong"]);
+      expect(expected[4]).toEqual([]);
+    });
   });
 });

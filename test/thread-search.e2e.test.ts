@@ -1,13 +1,10 @@
 /** Full-text search (migrations/004_full_text_search.sql, bounded by 007_search_text_bound.sql): thread/search and thread/list searchTerm over messages. */
-import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Sql } from "postgres";
 import { openDatabase } from "../src/store/database.js";
 import { itemCondition, searchBranches, type SearchMatch } from "../src/store/thread-search.js";
-import { MIGRATIONS_DIR, runMigrations } from "../src/store/migrate.js";
-import { BACKENDS, freshDatabase } from "./support/db.js";
+import { runMigrations } from "../src/store/migrate.js";
+import { BACKENDS, freshDatabase, withDatabaseBefore } from "./support/db.js";
 import { useTurnSession } from "./support/durability.js";
 import { text, turnCompleted } from "./support/turns.js";
 
@@ -177,38 +174,23 @@ describe.each(BACKENDS)("search strategies (%s)", (backend) => {
 
 describe.each(BACKENDS)("search text bound, upgrade (%s)", (backend) => {
   it("a database with a message longer than the bound gets its index rebuilt by migration 007: index and per-row test agree", async () => {
-    const test = await freshDatabase(backend, { blank: true });
-    const before = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
-    try {
-      const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
-      const bound = files.indexOf("007_search_text_bound.sql");
-      expect(bound).toBeGreaterThan(0);
-      for (const f of files.slice(0, bound)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(before, f));
-      const db = await openDatabase({ ...test.options, migrationsDir: before });
-      try {
-        const sql = db.sql as Sql;
-        await seed(sql);
-        // 140 000 characters of few distinct words: indexed whole by the old definition.
-        await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
-          values ('ilong', 't1', 'u1', 2, 'agentMessage', 'completed',
-            ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
-        expect(await runMigrations(sql)).toEqual(files.slice(bound));
-        const viaIndex = (query: string) =>
-          sql.begin(async (tx) => {
-            await tx`set local enable_seqscan = off`;
-            return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")}`).map((r) => r.id);
-          });
-        expect(await viaIndex("okapifirst")).toEqual(["ilong"]);
-        expect(await viaIndex("okapilast")).toEqual([]); // past the bound: the rebuilt index no longer has it
-        const [{ perRow }] = await sql<{ perRow: number }[]>`select count(*)::int as "perRow" from items i where ${itemCondition(sql, { kind: "words", query: "okapilast" }, "i")} offset 0`;
-        expect(perRow).toBe(0);
-      } finally {
-        await db.close();
-      }
-    } finally {
-      await rm(before, { recursive: true, force: true });
-      await test.cleanup();
-    }
+    await withDatabaseBefore(backend, "007_search_text_bound.sql", async (sql, pending) => {
+      await seed(sql);
+      // 140 000 characters of few distinct words: indexed whole by the old definition.
+      await sql`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms)
+        values ('ilong', 't1', 'u1', 2, 'agentMessage', 'completed',
+          ${sql.json({ type: "agentMessage", text: `okapifirst ${"filler ".repeat(20_000)}okapilast` })}, 1)`;
+      expect(await runMigrations(sql)).toEqual(pending);
+      const viaIndex = (query: string) =>
+        sql.begin(async (tx) => {
+          await tx`set local enable_seqscan = off`;
+          return (await tx<{ id: string }[]>`select i.id from items i where ${itemCondition(tx as unknown as Sql, { kind: "words", query }, "i")}`).map((r) => r.id);
+        });
+      expect(await viaIndex("okapifirst")).toEqual(["ilong"]);
+      expect(await viaIndex("okapilast")).toEqual([]); // past the bound: the rebuilt index no longer has it
+      const [{ perRow }] = await sql<{ perRow: number }[]>`select count(*)::int as "perRow" from items i where ${itemCondition(sql, { kind: "words", query: "okapilast" }, "i")} offset 0`;
+      expect(perRow).toBe(0);
+    });
   });
 });
 

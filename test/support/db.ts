@@ -4,11 +4,13 @@
  * per run (pglite-seed.ts; initdb costs seconds, the migrations most of a second, loading a dump
  * about half a second).
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
-import type { OpenDatabaseOptions } from "../../src/store/database.js";
+import type { Sql } from "postgres";
+import { openDatabase, type OpenDatabaseOptions } from "../../src/store/database.js";
+import { MIGRATIONS_DIR } from "../../src/store/migrate.js";
 import { makeBlankTemplate, migrateInto, pgliteSeedPaths, readTemplate } from "./pglite-seed.js";
 
 export type Backend = "postgres" | "pglite";
@@ -75,4 +77,28 @@ export async function freshDatabase(backend: Backend, opts: { blank?: boolean } 
     home,
     cleanup: () => rm(home, { recursive: true, force: true }),
   };
+}
+
+/**
+ * For upgrade tests: a fresh database migrated up to, not including, `migration` (a file name in
+ * migrations/). `run` gets its sql and the names of the migrations still to apply, in order.
+ */
+export async function withDatabaseBefore(backend: Backend, migration: string, run: (sql: Sql, pending: string[]) => Promise<void>): Promise<void> {
+  const test = await freshDatabase(backend, { blank: true });
+  const before = await mkdtemp(path.join(os.tmpdir(), "aas-migrations-"));
+  try {
+    const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
+    const at = files.indexOf(migration);
+    if (at <= 0) throw new Error(`${migration} is not a migration after the first`);
+    for (const f of files.slice(0, at)) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(before, f));
+    const db = await openDatabase({ ...test.options, migrationsDir: before });
+    try {
+      await run(db.sql as Sql, files.slice(at));
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await rm(before, { recursive: true, force: true });
+    await test.cleanup();
+  }
 }
