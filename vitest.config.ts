@@ -5,6 +5,7 @@ import path from "node:path";
 import { defineConfig } from "vitest/config";
 import { bwrapArgs } from "./src/sandbox/bwrap.js";
 import { cliBundleDir } from "./test/support/cli-bundle.js";
+import { claimRunDir, removeAbandonedRuns, RUN_DIR_PREFIX } from "./test/support/run-dirs.js";
 
 /**
  * Test files that run commands inside the OS sandbox say `@needs-os-sandbox` in their header.
@@ -57,7 +58,10 @@ function tmpBase(): string {
  */
 function runTmpdir(): string {
   if (process.env.AAS_TEST_RUN_TMPDIR) return process.env.AAS_TEST_RUN_TMPDIR;
-  const dir = mkdtempSync(path.join(tmpBase(), "aas-test-run-"));
+  const base = tmpBase();
+  removeAbandonedRuns(base, cliBundleDir);
+  const dir = mkdtempSync(path.join(base, RUN_DIR_PREFIX));
+  claimRunDir(dir);
   // Traversable (not listable) by other users: the private PostgreSQL of the outage test runs as
   // the `postgres` user in a directory of its own under here.
   chmodSync(dir, 0o711);

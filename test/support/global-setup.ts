@@ -11,6 +11,7 @@
 import { readdirSync, rmSync } from "node:fs";
 import { buildCliBundle, removeCliBundle } from "./cli-bundle.js";
 import { pgliteSeedPaths, preparePgliteSeeds } from "./pglite-seed.js";
+import { OWNER_FILE } from "./run-dirs.js";
 
 export default async function setup(): Promise<() => Promise<void>> {
   const dir = process.env.AAS_TEST_RUN_TMPDIR;
@@ -23,7 +24,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     if (!dir) return;
     let left: string[] = [];
     try {
-      left = readdirSync(dir);
+      left = readdirSync(dir).filter((n) => n !== OWNER_FILE);
     } catch {
       return;
     }
