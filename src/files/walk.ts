@@ -10,7 +10,7 @@
  * real path already), so a link to /etc or to `..` leaks nothing. It stops after `maxEntries`
  * entries or when `signal` aborts (the caller's time bound and cancellation), and says so.
  */
-import { promises as fs, type Dirent } from "node:fs";
+import { constants, promises as fs, type Dirent } from "node:fs";
 import path from "node:path";
 import ignore, { type Ignore } from "ignore";
 
@@ -34,10 +34,36 @@ interface IgnoreLayer {
 
 const IGNORE_FILES = [".gitignore", ".ignore"];
 
+/** Larger ignore files are not read (a real one is a few kB). */
+export const MAX_IGNORE_FILE_BYTES = 1024 * 1024;
+
+/**
+ * The text of an ignore file, or null unless it is a regular file of at most MAX_IGNORE_FILE_BYTES.
+ * The tree is the user's (or a cloned repository's): a `.gitignore` that is a FIFO would block a
+ * thread of the pool forever on open, and a symlink to /dev/zero would be read until memory runs
+ * out. So: opened without following a symlink (git does not follow a symlinked .gitignore either)
+ * and without blocking, checked on the open descriptor, read up to its size.
+ */
+async function readIgnoreFile(file: string): Promise<string | null> {
+  const handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
+  if (handle === null) return null;
+  try {
+    const st = await handle.stat();
+    if (!st.isFile() || st.size > MAX_IGNORE_FILE_BYTES) return null;
+    const buf = Buffer.alloc(st.size);
+    const { bytesRead } = await handle.read(buf, 0, st.size, 0);
+    return buf.subarray(0, bytesRead).toString("utf8");
+  } catch {
+    return null;
+  } finally {
+    await handle.close().catch(() => {});
+  }
+}
+
 async function readRules(dir: string): Promise<Ignore | null> {
   let rules: Ignore | null = null;
   for (const name of IGNORE_FILES) {
-    const text = await fs.readFile(path.join(dir, name), "utf8").catch(() => null);
+    const text = await readIgnoreFile(path.join(dir, name));
     if (text === null) continue;
     rules ??= ignore();
     rules.add(text);
