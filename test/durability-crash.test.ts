@@ -239,6 +239,36 @@ describe.each(BACKENDS)("SIGKILL and restart (%s)", (backend: Backend) => {
       }
     }, CHILD_TEST_TIMEOUT_MS);
 
+    it("killed during a user shell command (thread/shellCommand): its turn stays in the thread, interrupted, the command failed", async () => {
+      const workspace = await mkdtemp(path.join(os.tmpdir(), "aas-crash-ws-"));
+      try {
+        let server = await start();
+        const a = await connect(server);
+        const threadId = (await a.request("thread/start", { cwd: workspace, sandbox: "workspace-write" })).thread.id;
+        await a.request("thread/shellCommand", { threadId, command: "echo started > started.txt; sleep 60" });
+        const started = await a.waitFor((f) => f.method === "item/started" && f.params.item?.type === "commandExecution");
+        for (let i = 0; i < 200 && !existsSync(path.join(workspace, "started.txt")); i++) await new Promise((r) => setTimeout(r, 25));
+        expect(existsSync(path.join(workspace, "started.txt"))).toBe(true);
+
+        await kill(server);
+        server = await start();
+        const b = await connect(server);
+        // It wrote nothing to the model's history: it read as rolled back and vanished from the thread.
+        const { thread } = await b.request("thread/read", { threadId, includeTurns: true });
+        expect(thread.turns.map((t: any) => t.id)).toEqual([started.params.turnId]);
+        expect(thread.turns[0]).toMatchObject({ status: "interrupted", error: { message: "server restarted" } });
+        expect(thread.turns[0].items).toEqual([expect.objectContaining({ type: "commandExecution", source: "userShell", status: "failed" })]);
+        expect(thread.turns[0].items[0].aggregatedOutput).toContain("[server restarted]");
+        // The thread goes on.
+        mock.enqueue({ text: "ok" });
+        const t2 = (await b.request("turn/start", { threadId, input: text("next") })).turn;
+        expect((await turnCompleted(b, t2.id)).params.turn.status).toBe("completed");
+        expect((await b.request("thread/read", { threadId, includeTurns: true })).thread.turns.map((t: any) => t.id)).toEqual([started.params.turnId, t2.id]);
+      } finally {
+        await rm(workspace, { recursive: true, force: true });
+      }
+    }, CHILD_TEST_TIMEOUT_MS);
+
     it("killed while an approval waits: the turn is restored as waiting, asked again with the same item, and accept runs the command once", async () => {
       const workspace = await mkdtemp(path.join(os.tmpdir(), "aas-crash-ws-"));
       try {

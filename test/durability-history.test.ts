@@ -158,6 +158,29 @@ describe("thread/compact/start", () => {
     expect(ids((await read(threadId)).turns)).toEqual([t1.id, t2.id, t5.id]);
   });
 
+  it("a compaction turn that failed (it wrote nothing to the history) stays a turn of the thread, until a rollback removes it", async () => {
+    const { h, client } = ctx;
+    const sql = h.ts.server.db.sql;
+    const threadId = (await client.request("thread/start", {})).thread.id;
+    const t1 = await turn(threadId, "alpha");
+    h.mock.enqueue({ kind: "error", status: 400, message: "summary refused" });
+    await client.request("thread/compact/start", { threadId });
+    const failed = (await client.waitForNotification("turn/started", (p) => p.threadId === threadId && p.turn.id !== t1.id)).params.turn.id;
+    expect((await turnCompleted(client, failed)).params.turn.status).toBe("failed");
+    // Clients saw it start and fail: thread/read and thread/turns/list show it (it read as rolled back).
+    expect(ids((await read(threadId)).turns)).toEqual([t1.id, failed]);
+    expect(ids((await client.request("thread/turns/list", { threadId })).data).sort()).toEqual([t1.id, failed].sort());
+    const t3 = await turn(threadId, "beta");
+    expect(ids((await read(threadId)).turns)).toEqual([t1.id, failed, t3.id]);
+    // A rollback of two turns takes it and the one after it; the marker names the range it covers.
+    const rolled = await client.request("thread/rollback", { threadId, numTurns: 2 });
+    expect(ids(rolled.thread.turns)).toEqual([t1.id]);
+    const [marker] = await sql<{ message: any }[]>`select message from model_messages where thread_id = ${threadId} and kind = 'rollback'`;
+    expect(marker!.message).toMatchObject({ kind: "rollback", fromTurnOrdinal: 1, toTurnOrdinal: 3 });
+    const t4 = await turn(threadId, "gamma");
+    expect(ids((await read(threadId)).turns)).toEqual([t1.id, t4.id]);
+  });
+
   it("on a thread with nothing to compact yet (the TUI's /compact right after start): a compaction turn without a model call", async () => {
     const { h, client } = ctx;
     const threadId = (await client.request("thread/start", {})).thread.id;

@@ -9,8 +9,12 @@ import type { Message } from "../agent/messages.js";
 export type HistoryEntry =
   /** `turnOrdinal` null: thread-level context (environment, settings changes), kept by rollbacks. */
   | { kind: "message"; turnOrdinal: number | null; message: Message }
-  /** Turns with ordinal >= `fromTurnOrdinal` (so far) leave the context. */
-  | { kind: "rollback"; fromTurnOrdinal: number }
+  /**
+   * Turns with ordinal >= `fromTurnOrdinal` (so far) leave the context. `toTurnOrdinal`: the
+   * thread's next turn ordinal when it was written, so exactly [from, to) were rolled back (absent
+   * in markers written before it existed: inferred from the log then).
+   */
+  | { kind: "rollback"; fromTurnOrdinal: number; toTurnOrdinal?: number }
   /** Everything before is replaced by `messages` (environment + summary), except turns >= keepFromTurnOrdinal. */
   | { kind: "compaction"; keepFromTurnOrdinal: number; messages: Message[] };
 
@@ -36,20 +40,23 @@ export function modelContext(entries: readonly HistoryEntry[]): Message[] {
   return replay(entries, true).map((t) => t.message);
 }
 
-/** Turns still part of the conversation (rollbacks remove turns; compaction only shortens the context). */
+/**
+ * The turns a rollback removed, of `allTurnOrdinals` (the thread's turns as stored). A turn is
+ * gone when a rollback marker covers it — `fromTurnOrdinal <= ordinal < toTurnOrdinal` — and only
+ * then: a turn that wrote nothing to the log (a user shell command or a compaction that failed or
+ * whose process died before its result was written) is still a turn the client saw start and end.
+ * For a marker without `toTurnOrdinal` the end is inferred as one past the newest turn the log
+ * names before the marker (a turn's first entry is written when it starts).
+ */
 export function rolledBackTurns(entries: readonly HistoryEntry[], allTurnOrdinals: Iterable<number>): Set<number> {
-  const visible = new Set<number | null>(replay(entries, false).map((t) => t.turnOrdinal));
-  // A thread/compact/start turn writes no message, only its marker: without this it would read
-  // as rolled back and vanish from thread/read although clients saw it start and complete.
-  // A marker is never removed by a rollback, so one made by a turn that a later rollback removed
-  // must not bring that turn back.
-  let removedFrom = Infinity;
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i]!;
-    if (e.kind === "rollback") removedFrom = Math.min(removedFrom, e.fromTurnOrdinal);
-    else if (e.kind === "compaction" && e.keepFromTurnOrdinal < removedFrom) visible.add(e.keepFromTurnOrdinal);
+  const ranges: Array<{ from: number; to: number }> = [];
+  let newest = -1;
+  for (const e of entries) {
+    if (e.kind === "message" && e.turnOrdinal !== null) newest = Math.max(newest, e.turnOrdinal);
+    else if (e.kind === "compaction") newest = Math.max(newest, e.keepFromTurnOrdinal);
+    else if (e.kind === "rollback") ranges.push({ from: e.fromTurnOrdinal, to: e.toTurnOrdinal ?? newest + 1 });
   }
   const gone = new Set<number>();
-  for (const o of allTurnOrdinals) if (!visible.has(o)) gone.add(o);
+  for (const o of allTurnOrdinals) if (ranges.some((r) => o >= r.from && o < r.to)) gone.add(o);
   return gone;
 }

@@ -200,9 +200,9 @@ export class ThreadHistoryOps {
     await this.historyLog.ensure(thread);
     const visible = (await this.turnsOf(threadId)).length;
     if (numTurns > visible) throw new TurnRequestError(`cannot roll back ${numTurns} turns: thread ${threadId} has ${visible}`);
-    const ordinals = await this.visibleTurnOrdinals(thread);
+    const { visible: ordinals, next: toTurnOrdinal } = await this.turnOrdinals(thread);
     const fromTurnOrdinal = ordinals[ordinals.length - numTurns]!;
-    const write = this.historyLog.stage(thread, null, [{ kind: "rollback", fromTurnOrdinal }]);
+    const write = this.historyLog.stage(thread, null, [{ kind: "rollback", fromTurnOrdinal, toTurnOrdinal }]);
     const now = Date.now();
     await this.runtime.commit(thread, [], async (tx) => {
       await write(tx);
@@ -214,10 +214,12 @@ export class ThreadHistoryOps {
     return turns;
   }
 
-  private async visibleTurnOrdinals(thread: LoadedThread): Promise<number[]> {
+  /** The ordinals of the thread's turns still in the conversation, and the next turn's ordinal. */
+  private async turnOrdinals(thread: LoadedThread): Promise<{ visible: number[]; next: number }> {
     const { turns } = await this.turns.turnsWithItems(thread.id);
-    const gone = rolledBackTurns(thread.entries!, turns.map((t) => t.ordinal));
-    return turns.map((t) => t.ordinal).filter((o) => !gone.has(o));
+    const all = turns.map((t) => t.ordinal);
+    const gone = rolledBackTurns(thread.entries!, all);
+    return { visible: all.filter((o) => !gone.has(o)), next: Math.max(thread.turnCount, ...all.map((o) => o + 1)) };
   }
 
   async turnsOf(threadId: string): Promise<Turn[]> {
