@@ -172,6 +172,37 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     }
   }, TIMEOUT);
 
+  it("a user shell command (the TUI's !cmd) sent to another process runs in the owner's turn, once, and its client sees it", async () => {
+    const ws = makeWorkspace();
+    try {
+      const { ca, cb } = await fx.cluster.pair();
+      const threadId = (await ca.request("thread/start", { cwd: ws.dir, sandbox: "workspace-write" })).thread.id;
+      await cb.request("thread/resume", { threadId });
+      const gate = gated(["a", "b"]);
+      const t1 = (await ca.request("turn/start", { threadId, input: text("long") })).turn;
+      await cb.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t1.id);
+      // Before: B had no turn of its own and could not claim the thread (-32600): the TUI exited.
+      expect(await cb.request("thread/shellCommand", { threadId, command: "echo from-b >> b.txt" })).toEqual({});
+      const ran = await cb.waitForNotification("item/completed", (p) => p.item?.type === "commandExecution" && p.item.source === "userShell");
+      expect(ran.params.turnId).toBe(t1.id);
+      expect(ran.params.item).toMatchObject({ status: "completed", exitCode: 0 });
+      gate.open();
+      expect((await turnCompleted(cb, t1.id)).params.turn.status).toBe("completed");
+      await turnCompleted(ca, t1.id);
+      expect(readFileSync(path.join(ws.dir, "b.txt"), "utf8")).toBe("from-b\n");
+      const turns = (await cb.request("thread/read", { threadId, includeTurns: true })).thread.turns;
+      expect(turns.map((t: any) => t.id)).toEqual([t1.id]);
+      expect(turns[0].items.filter((i: any) => i.type === "commandExecution").map((i: any) => i.command)).toEqual(["echo from-b >> b.txt"]);
+      // With no turn running, a command from B is a turn of its own (on whichever process holds the thread).
+      await cb.request("thread/shellCommand", { threadId, command: "echo again >> b.txt" });
+      const own = await cb.waitForNotification("turn/started", (p) => p.threadId === threadId && p.turn.id !== t1.id);
+      expect((await turnCompleted(cb, own.params.turn.id)).params.turn.status).toBe("completed");
+      expect(readFileSync(path.join(ws.dir, "b.txt"), "utf8")).toBe("from-b\nagain\n");
+    } finally {
+      ws.cleanup();
+    }
+  }, TIMEOUT);
+
   it("kill -9 of the owner: another process closes its turn once the lease expires, and the thread takes new turns", async () => {
     const { a, b, ca, cb } = await fx.cluster.pair(SHORT_LEASES);
     const threadId = (await ca.request("thread/start", {})).thread.id;

@@ -15,6 +15,7 @@ import type { LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntim
 export interface LocalTurnOps {
   interruptLocal(threadId: string, turnId: string): Promise<unknown>;
   steerLocal(threadId: string, turnId: string, input: unknown[], clientId: string | null): Promise<unknown>;
+  shellCommandLocal(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void>;
 }
 
 const NOBODY: Subscriber = { id: -1, notify: () => {} };
@@ -176,6 +177,9 @@ export class ClusterLinks {
         return this.turns!.interruptLocal(command.threadId, command.turnId);
       case "steer":
         return this.turns!.steerLocal(command.threadId, command.turnId, command.input, command.clientId);
+      case "shellCommand":
+        // Its notifications reach the sender's client through the fan-out, as every owner event does.
+        return this.turns!.shellCommandLocal(command.threadId, command.command, command.timeoutMs, NOBODY).then(() => ({}));
       case "approval": {
         const thread = this.runtime.loaded.get(command.threadId);
         const answered = thread?.broker.answer((params) => (params as { itemId?: string }).itemId === command.itemId, command.reply as never);
@@ -196,4 +200,3 @@ export class ClusterLinks {
 }
 
 export type { ServerNotificationMethod };
-void NOBODY;

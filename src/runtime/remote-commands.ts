@@ -1,6 +1,7 @@
 /**
  * Requests between server processes over Postgres NOTIFY (no other broker): a client on one
- * process interrupts, steers or answers an approval of a turn that runs on another. Each process
+ * process interrupts, steers, runs a user shell command in or answers an approval of a turn that
+ * runs on another. Each process
  * listens on its own channel; a request carries the sender's id and a number, the reply comes back
  * on the sender's channel. A request the owner does not answer in time fails (the owner may have
  * died; its turns are then the sweeper's).
@@ -11,6 +12,7 @@ import type { RuntimeLogger } from "./threads.js";
 export type RemoteCommand =
   | { kind: "interrupt"; threadId: string; turnId: string }
   | { kind: "steer"; threadId: string; turnId: string; input: unknown[]; clientId: string | null }
+  | { kind: "shellCommand"; threadId: string; command: string; timeoutMs: number }
   | { kind: "approval"; threadId: string; itemId: string; reply: { result?: unknown; error?: unknown } }
   | { kind: "metadata"; threadId: string; patch: { archived?: boolean; name?: string | null }; event: { method: string; params: Record<string, unknown> } };
 

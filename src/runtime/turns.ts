@@ -392,6 +392,20 @@ export class TurnRunner {
    */
   async shellCommand(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void> {
     const { runtime } = this.deps;
+    // A thread that another process is running (its turn, or its lease): the command goes to that
+    // owner, which runs it in its turn or a turn of its own; the requester here follows the thread.
+    if (runtime.cluster && !runtime.loaded.get(threadId)?.activeTurn) {
+      const thread = await runtime.load(threadId);
+      // Following the thread first (as thread/resume does): the owner's events come back relayed.
+      if (!thread.subscribers.has(requester)) await runtime.attach(thread, requester, null);
+      if (await runtime.cluster.toOwner(threadId, { kind: "shellCommand", threadId, command, timeoutMs })) return;
+    }
+    return this.shellCommandLocal(threadId, command, timeoutMs, requester);
+  }
+
+  /** thread/shellCommand on the process that runs (or will run) the thread's turns. */
+  async shellCommandLocal(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void> {
+    const { runtime } = this.deps;
     const thread = await runtime.load(threadId);
     runtime.unrecorded?.assertRecorded(thread.id);
     const running = thread.activeTurn;
