@@ -18,11 +18,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeBrowser, launchBrowser } from "./support/browser.js";
 import { BACKENDS } from "./support/db.js";
 import { REPO_ROOT } from "./support/process.js";
-import { startTurnHarness, type TurnHarness } from "./support/turns.js";
+import { TestClient } from "./support/client.js";
+import { startTurnHarness, turnCompleted, type TurnHarness } from "./support/turns.js";
 
 const SCREENSHOT = path.join(REPO_ROOT, "test-output", "playground.png");
 const SCREENSHOT_APPROVAL = path.join(REPO_ROOT, "test-output", "playground-approval.png");
 const SCREENSHOT_MARKDOWN = path.join(REPO_ROOT, "test-output", "playground-markdown.png");
+const SCREENSHOT_REVIEW = path.join(REPO_ROOT, "test-output", "playground-review.png");
 const SCREENSHOT_NARROW = path.join(REPO_ROOT, "test-output", "playground-390.png");
 const SCREENSHOT_NARROW_DRAWER = path.join(REPO_ROOT, "test-output", "playground-390-threads.png");
 const backend = BACKENDS[BACKENDS.length - 1]!;
@@ -211,6 +213,37 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     expect(consoleErrors).toEqual([]);
     expect(consoleText.join("\n")).not.toContain(token);
   });
+  it("shows a user's own command (the TUI's !cmd) and a review (/review) as such, not as raw JSON", async () => {
+    const client = await TestClient.initialized(h.ts.url);
+    let threadId: string;
+    try {
+      threadId = (await client.request("thread/start", { sandbox: "workspace-write" })).thread.id;
+      await client.request("thread/name/set", { threadId, name: "Commands and a review" });
+      await client.request("thread/shellCommand", { threadId, command: "echo hi-from-user" });
+      const shellTurn = await client.waitForNotification("turn/started", (p) => p.threadId === threadId);
+      await turnCompleted(client, shellTurn.params.turn.id);
+      h.mock.enqueue({ text: "No **issues** found." });
+      const { turn } = await client.request("review/start", { threadId, target: { type: "custom", instructions: "Check the error handling." } });
+      await turnCompleted(client, turn.id);
+    } finally {
+      await client.close();
+    }
+    await page.click("#refresh-threads");
+    await page.locator(`.thread-entry[data-thread-id="${threadId}"]`).click();
+    await page.locator("#thread-title", { hasText: "Commands and a review" }).waitFor();
+    await expect.poll(() => page.locator(".turn").count()).toBe(2);
+    const shell = page.locator(".turn").first().locator(".item-commandExecution");
+    expect(await shell.locator(".prompt").textContent()).toBe("you ran $");
+    expect(await shell.locator(".command").textContent()).toBe("echo hi-from-user");
+    expect(await shell.locator(".output").textContent()).toContain("hi-from-user");
+    const review = page.locator(".turn").nth(1);
+    expect(await review.locator(".item-enteredReviewMode").textContent()).toBe("review started: Check the error handling.");
+    expect(await review.locator(".item-agentMessage .text strong").textContent()).toBe("issues");
+    expect(await review.locator(".item-exitedReviewMode").textContent()).toBe("review finished");
+    expect(await review.locator("pre.output").count()).toBe(0); // no item fell back to raw JSON
+    await page.screenshot({ path: SCREENSHOT_REVIEW });
+  });
+
   it("renders agent Markdown safely (no raw HTML, no javascript: links, monospaced code); a model error is shown once", async () => {
     await page.selectOption("#new-approval", "never");
     await page.click("#new-thread");

@@ -131,6 +131,7 @@ const RENDERERS = {
 
   commandExecution() {
     const command = h("code", { class: "command" });
+    const prompt = h("span", { class: "prompt" }, "$");
     const badge = statusBadge();
     const cwd = h("div", { class: "cwd" });
     const approvalSlot = h("div", { class: "approval-slot" });
@@ -146,7 +147,7 @@ const RENDERERS = {
       else setBadge(badge, i.status, `${i.exitCode === null ? i.status : `exit ${i.exitCode}`}${took}`);
     };
     return {
-      el: h("div", {}, h("div", { class: "item-head" }, h("span", { class: "prompt" }, "$"), command, h("span", { class: "spacer" }), badge), cwd, approvalSlot, output),
+      el: h("div", {}, h("div", { class: "item-head" }, prompt, command, h("span", { class: "spacer" }), badge), cwd, approvalSlot, output),
       approvalSlot,
       setWaiting(on) {
         waiting = on;
@@ -155,6 +156,8 @@ const RENDERERS = {
       update(i) {
         last = i;
         command.textContent = i.command;
+        // The user's own command (thread/shellCommand, the TUI's !cmd) rather than the model's.
+        prompt.textContent = i.source === "userShell" ? "you ran $" : "$";
         cwd.textContent = i.cwd ? `in ${i.cwd}` : "";
         if (i.aggregatedOutput !== null && i.aggregatedOutput !== undefined) output.textContent = i.aggregatedOutput;
         output.hidden = output.textContent === "";
@@ -215,6 +218,17 @@ const RENDERERS = {
 
   contextCompaction() {
     return { el: h("div", { class: "divider" }, "context compacted"), update() {}, delta() {} };
+  },
+
+  // review/start: the turn's work between two dividers. The review itself is the agent message
+  // before exitedReviewMode (which repeats it), or the turn's error when there is none.
+  enteredReviewMode() {
+    const el = h("div", { class: "divider" });
+    return { el, update: (i) => (el.textContent = `review started: ${i.review}`), delta() {} };
+  },
+
+  exitedReviewMode() {
+    return { el: h("div", { class: "divider" }, "review finished"), update() {}, delta() {} };
   },
 };
 
