@@ -269,6 +269,32 @@ describe.each(BACKENDS)("SIGKILL and restart (%s)", (backend: Backend) => {
       }
     }, CHILD_TEST_TIMEOUT_MS);
 
+    it("killed during a review (review/start): the turn is interrupted and its review mode closed, as a client waits for", async () => {
+      let server = await start();
+      const a = await connect(server);
+      const threadId = (await a.request("thread/start", {})).thread.id;
+      const gate = deferred();
+      gates.push(gate.open);
+      mock.enqueue({ text: ["Look", "ing"], gate: { afterEvents: afterFirstTextDelta(provider), wait: gate.promise } });
+      const { turn } = await a.request("review/start", { threadId, target: { type: "custom", instructions: "Check the parser." } });
+      await a.waitForNotification("item/agentMessage/delta", (p) => p.turnId === turn.id);
+      const afterSeq = lastSeq(a, threadId);
+
+      await kill(server);
+      gate.open();
+      server = await start();
+      const b = await connect(server);
+      const seen = await b.request("thread/resume", { threadId, afterSeq, excludeTurns: true }).then(() => turnCompleted(b, turn.id));
+      expect(seen.params.turn).toMatchObject({ status: "interrupted", error: { message: "server restarted" } });
+      const exited = b.notifications("item/completed").find((f) => f.params.turnId === turn.id && f.params.item.type === "exitedReviewMode");
+      expect(exited?.params.item.review).toBe("The review was interrupted: server restarted.");
+      const { thread } = await b.request("thread/read", { threadId, includeTurns: true });
+      const types = thread.turns[0].items.map((i: any) => i.type);
+      expect(types[0]).toBe("enteredReviewMode");
+      expect(types.at(-1)).toBe("exitedReviewMode");
+      expect(types.filter((t: string) => t === "exitedReviewMode")).toHaveLength(1);
+    }, CHILD_TEST_TIMEOUT_MS);
+
     it("killed while an approval waits: the turn is restored as waiting, asked again with the same item, and accept runs the command once", async () => {
       const workspace = await mkdtemp(path.join(os.tmpdir(), "aas-crash-ws-"));
       try {

@@ -9,6 +9,7 @@
  * for threads whose owner's lease expired — never for a turn a live process is running.
  */
 import type { JSONValue, TransactionSql } from "postgres";
+import { uuidv7 } from "../ids.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord, TurnRecord } from "../store/records.js";
 import type { ThreadStore } from "../store/thread-store.js";
@@ -77,6 +78,20 @@ export async function recoverThread(
       restorable = restored;
       log.warn({ threadId, turnId: turn.id }, "restoring a turn that was waiting on an approval when its process stopped");
       continue;
+    }
+    // A review turn closes its review mode, as review/start's own end does: clients (the TUI) show
+    // the review as running until exitedReviewMode arrives.
+    const [review] = await tx<{ entered: boolean | null; exited: boolean | null; next: number }[]>`
+      select bool_or(type = 'enteredReviewMode') as entered, bool_or(type = 'exitedReviewMode') as exited, coalesce(max(ordinal) + 1, 0)::int as next
+      from items where turn_id = ${turn.id}`;
+    if (review?.entered && !review.exited) {
+      const exited: ThreadItem = { type: "exitedReviewMode", id: uuidv7(now), review: `The review was interrupted: ${RESTART_REASON}.`, startedAtMs: now, completedAtMs: now };
+      await tx`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms, completed_at_ms)
+        values (${exited.id}, ${threadId}, ${turn.id}, ${review.next}, ${exited.type}, 'completed', ${tx.json(exited as unknown as JSONValue)}, ${now}, ${now})`;
+      events.push(
+        { method: "item/started", params: { item: { ...exited, completedAtMs: null }, threadId, turnId: turn.id, startedAtMs: now } },
+        { method: "item/completed", params: { item: exited, threadId, turnId: turn.id, completedAtMs: now } },
+      );
     }
     const error = { message: RESTART_REASON, codexErrorInfo: "other", additionalDetails: null, misalignment: null };
     await tx`update turns set status = 'interrupted', stop_reason = 'interrupted', error = ${tx.json(error)}, completed_at_ms = ${now} where id = ${turn.id}`;
