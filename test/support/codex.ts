@@ -96,12 +96,18 @@ function build() {
  * Every problem with the server's side of a recorded session: a request answered -32601/-32602,
  * or a response, notification or server request Codex's schema rejects. Empty means conformant.
  */
-export function conformanceProblems(frames: RecordedFrame[]): string[] {
+export function conformanceProblems(frames: RecordedFrame[], from = 0): string[] {
   validators ??= build();
   const v = validators;
   const problems: string[] = [];
   const requests = new Map<string, string>();
-  for (const { conn, dir, frame } of frames) {
+  // Requests are matched over every frame, problems reported from `from` on: a response after
+  // `from` may answer a request made before it (an earlier client's, still in flight).
+  for (const [index, { conn, dir, frame }] of frames.entries()) {
+    if (index < from) {
+      if (dir === "client→server" && typeof frame === "object" && frame?.method && frame.id !== undefined) requests.set(`${conn}:${JSON.stringify(frame.id)}`, frame.method);
+      continue;
+    }
     if (typeof frame !== "object" || frame === null) {
       problems.push(`conn ${conn} ${dir}: not JSON: ${String(frame).slice(0, 200)}`);
       continue;
