@@ -13,6 +13,7 @@
 import { constants, promises as fs, type Dirent } from "node:fs";
 import path from "node:path";
 import ignore, { type Ignore } from "ignore";
+import { isWithin } from "../tools/workspace.js";
 
 export interface WalkOptions {
   /** Stop after this many directory entries have been looked at. */
@@ -84,11 +85,6 @@ function ignored(layers: readonly IgnoreLayer[], rel: string, isDir: boolean): b
   return false;
 }
 
-/** Is `target` the root or inside it (both real paths)? */
-export function within(root: string, target: string): boolean {
-  return target === root || target.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
-}
-
 /**
  * Lists the files under `root` (an existing directory; the caller resolved it with realpath).
  * Breadth-first, directories in name order, so a truncated walk keeps the shallow files.
@@ -119,7 +115,7 @@ export async function listFiles(root: string, opts: WalkOptions): Promise<WalkRe
       } else if (entry.isSymbolicLink()) {
         if (ignored(layers, childRel, false)) continue;
         const target = await fs.realpath(path.join(root, childRel)).catch(() => null);
-        if (target === null || !within(root, target)) continue;
+        if (target === null || !isWithin(target, root)) continue;
         const st = await fs.stat(target).catch(() => null);
         if (st?.isFile()) files.push(childRel);
       } else if (entry.isFile()) {

@@ -14,8 +14,9 @@
  * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
  */
 import { promises as fs } from "node:fs";
+import type { TransactionSql } from "postgres";
 import { runAgentLoop, type LoopResult } from "../agent/loop.js";
-import { emptyUsage, type AssistantMessage, type ToolCallBlock, type UserMessage } from "../agent/messages.js";
+import { emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type UserMessage } from "../agent/messages.js";
 import { environmentContext, systemPrompt, toolList } from "../agent/prompt.js";
 import { reviewMessage, reviewRequest } from "../agent/review.js";
 import { uuidv7 } from "../ids.js";
@@ -409,7 +410,10 @@ export class TurnRunner {
     const thread = await runtime.load(threadId);
     runtime.unrecorded?.assertRecorded(thread.id);
     const running = thread.activeTurn;
-    if (!running) return this.startOwnTurn(thread, requester, { command, timeoutMs }, () => assertCwdExists(thread));
+    if (!running) {
+      await this.startOwnTurn(thread, requester, { command, timeoutMs }, { check: () => assertCwdExists(thread) });
+      return;
+    }
     // As Codex does: a command typed while a turn runs becomes an item of that turn.
     if (!(running instanceof ActiveTurn) || !running.steerable) throw new TurnRequestError(`a turn is ending on thread ${thread.id} (turn ${running.id}); retry when it has`);
     await assertCwdExists(thread);
@@ -423,11 +427,18 @@ export class TurnRunner {
   }
 
   /**
-   * Starts a turn that has no user message (a compaction, a user shell command): reserves a slot,
-   * claims the thread, records and announces the turn, then runs it in `mode`. `check` runs once the
-   * thread is claimed, before anything is recorded; what it throws refuses the request.
+   * Starts a turn that no user message opens (a compaction, a user shell command, a review):
+   * reserves a slot, claims the thread, records and announces the turn, then runs it in `mode`.
+   * `check` runs once the thread is claimed, before anything is recorded; what it throws refuses
+   * the request. `opening` gives what the turn starts with, recorded with it: the message the model
+   * is sent and the item clients see first. `after`: the turn's events wait for it (the response).
    */
-  private async startOwnTurn(thread: LoadedThread, requester: Subscriber, mode: "compact" | UserShellRun, check?: () => Promise<void>): Promise<void> {
+  private async startOwnTurn(
+    thread: LoadedThread,
+    requester: Subscriber,
+    mode: "compact" | "review" | UserShellRun,
+    opts: { check?: () => Promise<void>; opening?: (turn: ActiveTurn, now: number) => { message: Message; item: ThreadItem }; after?: Promise<void> } = {},
+  ): Promise<Turn> {
     const { runtime, turns, historyLog } = this.deps;
     if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
     const release = this.reserveSlot(); // before any await (bursts)
@@ -438,36 +449,51 @@ export class TurnRunner {
       runtime.subscribe(thread, requester);
       await runtime.claim(thread);
       await historyLog.ensure(thread);
-      await check?.();
+      await opts.check?.();
       turn.ordinal = thread.turnCount;
       const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
+      const view = turnView(record, null);
       const active: ThreadStatus = { type: "active", activeFlags: [] };
-      await runtime.commit(
-        thread,
-        [
-          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
-          { method: "turn/started", params: { threadId: thread.id, turn: turnView(record, null) } },
-        ],
-        (tx) => turns.insertTurn(tx, record),
-      );
+      const events: ThreadEvent[] = [
+        { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
+        { method: "turn/started", params: { threadId: thread.id, turn: view } },
+      ];
+      const opening = opts.opening?.(turn, now);
+      let writes = (tx: TransactionSql): Promise<void> => turns.insertTurn(tx, record);
+      if (opening) {
+        events.push(userItemStarted(thread, turn, opening.item, now), completedEvent(thread, turn, opening.item, now));
+        const writeHistory = historyLog.stage(thread, turn.id, this.turnEntries(thread, turn.ordinal, opening.message));
+        writes = (tx) => inIssueOrder([turns.insertTurn(tx, record), this.recorder.insert(tx, thread, turn, opening.item, "completed", now), writeHistory(tx)]);
+      }
+      await runtime.commit(thread, events, writes, { after: opts.after });
       thread.status = active;
       thread.turnCount++;
       this.launch(turn, () => this.run(thread, turn, mode), release);
+      return view;
     } catch (err) {
       release();
       thread.activeTurn = null;
+      if (opts.opening) {
+        thread.history = null;
+        thread.entries = null; // staged entries may not have been stored: reload on next use
+      }
       runtime.releaseIfIdle(thread);
       throw err;
     }
   }
 
-  private async runUserShell(thread: LoadedThread, turn: ActiveTurn, shell: UserShellRun): Promise<void> {
-    const { runtime, historyLog, settings } = this.deps;
-    const message = await this.execUserShell(thread, turn, shell);
+  /** A turn's history entries for `message`: the environment context first while the log is empty. */
+  private turnEntries(thread: LoadedThread, turnOrdinal: number, message: Message): HistoryEntry[] {
     const entries: HistoryEntry[] = [];
-    if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
-    entries.push({ kind: "message", turnOrdinal: turn.ordinal, message });
-    await runtime.commit(thread, [], historyLog.stage(thread, turn.id, entries));
+    if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, this.deps.settings.shell)) });
+    entries.push({ kind: "message", turnOrdinal, message });
+    return entries;
+  }
+
+  private async runUserShell(thread: LoadedThread, turn: ActiveTurn, shell: UserShellRun): Promise<void> {
+    const { runtime, historyLog } = this.deps;
+    const message = await this.execUserShell(thread, turn, shell);
+    await runtime.commit(thread, [], historyLog.stage(thread, turn.id, this.turnEntries(thread, turn.ordinal, message)));
   }
 
   /** Runs a user shell command as an item of `turn`; resolves with what the model is told of it. */
@@ -513,51 +539,17 @@ export class TurnRunner {
    * review — the model's last answer.
    */
   async review(threadId: string, target: ReviewTarget, requester: Subscriber, responded: Promise<void>): Promise<{ turn: Turn }> {
-    const { runtime, turns, historyLog, settings } = this.deps;
-    const thread = await runtime.load(threadId);
-    runtime.unrecorded?.assertRecorded(thread.id);
-    if (thread.activeTurn) throw new TurnRequestError(`a turn is already running on thread ${thread.id} (turn ${thread.activeTurn.id})`);
-    const release = this.reserveSlot(); // before any await (bursts)
-    const now = Date.now();
-    const turn = new ActiveTurn(uuidv7(now), now, null);
-    thread.activeTurn = turn;
-    try {
-      runtime.subscribe(thread, requester);
-      await runtime.claim(thread);
-      await historyLog.ensure(thread);
-      const request = reviewRequest(target);
-      turn.ordinal = thread.turnCount;
-      const entries: HistoryEntry[] = [];
-      if (thread.entries!.length === 0) entries.push({ kind: "message", turnOrdinal: null, message: environmentContext(environmentOf(thread.record, settings.shell)) });
-      entries.push({ kind: "message", turnOrdinal: turn.ordinal, message: { role: "user", content: [{ type: "text", text: reviewMessage(request) }] } });
-      const entered: ThreadItem = { type: "enteredReviewMode", id: uuidv7(), review: request.hint, startedAtMs: now, completedAtMs: now };
-      const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
-      const view = turnView(record, null);
-      const active: ThreadStatus = { type: "active", activeFlags: [] };
-      const writeHistory = historyLog.stage(thread, turn.id, entries);
-      await runtime.commit(
-        thread,
-        [
-          { method: "thread/status/changed", params: { threadId: thread.id, status: active } },
-          { method: "turn/started", params: { threadId: thread.id, turn: view } },
-          userItemStarted(thread, turn, entered, now),
-          completedEvent(thread, turn, entered, now),
-        ],
-        (tx) => inIssueOrder([turns.insertTurn(tx, record), this.recorder.insert(tx, thread, turn, entered, "completed", now), writeHistory(tx)]),
-        { after: responded },
-      );
-      thread.status = active;
-      thread.turnCount++;
-      this.launch(turn, () => this.run(thread, turn, "review"), release);
-      return { turn: view };
-    } catch (err) {
-      release();
-      thread.activeTurn = null;
-      thread.history = null;
-      thread.entries = null; // staged entries may not have been stored: reload on next use
-      runtime.releaseIfIdle(thread);
-      throw err;
-    }
+    const thread = await this.deps.runtime.load(threadId);
+    this.deps.runtime.unrecorded?.assertRecorded(thread.id);
+    const request = reviewRequest(target);
+    const turn = await this.startOwnTurn(thread, requester, "review", {
+      opening: (_turn, now) => ({
+        message: { role: "user", content: [{ type: "text", text: reviewMessage(request) }] },
+        item: { type: "enteredReviewMode", id: uuidv7(), review: request.hint, startedAtMs: now, completedAtMs: now },
+      }),
+      after: responded,
+    });
+    return { turn };
   }
 
   /** The review turn's closing item: the model's last answer, or why there is none. */
