@@ -39,9 +39,9 @@ export async function groupMcp(app: string, n: number, out: { latency: LatencyRo
         },
       }),
     );
-    const manager = new McpManager({ file, defaultCwd: dir, runner, log: pino({ level: "silent" }) });
+    const manager = new McpManager({ file, defaultCwd: dir, runner, log: pino({ level: "silent" }), stateDir: path.join(dir, "state") });
     await manager.start();
-    await manager.settled();
+    await manager.ready();
     if (!sandboxed) out.notes.push("mcp: bubblewrap unavailable, the stdio server ran unconfined for this measurement.");
     const signal = new AbortController().signal;
     // The in-process baseline: the same work (an object with the echoed text) behind an await.

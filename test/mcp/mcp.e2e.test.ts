@@ -61,7 +61,7 @@ async function start(reopen = false) {
   const relay = await startRecordingRelay(ts.url);
   relays.push(relay);
   client = await TestClient.initialized(relay.url);
-  await ts.server.app.mcp.settled();
+  await ts.server.app.mcp.ready();
 }
 
 async function turn(threadId: string, ...steps: Parameters<MockModelServer["enqueue"]>) {
