@@ -174,7 +174,7 @@ export class McpServerConnection {
       case "disabled":
         return `MCP server ${this.name} is disabled in the configuration`;
       case "stopped":
-        return `MCP server ${this.name} was stopped (removed from the configuration, or the app server is shutting down)`;
+        return `MCP server ${this.name} was stopped (a configuration reload removed or changed it, or the app server is shutting down)`;
       case "failed":
         return `MCP server ${this.name} ${this.everReady ? "is restarting" : "failed to start"}: ${this.lastError}${inSec === null ? "" : ` (next attempt in ${inSec} s)`}`;
       default:
