@@ -156,9 +156,9 @@ describe("MCP tools in turns", () => {
   });
 
   it("the first turn waits for a slow server: its tools are in the first request, and its call works", async () => {
-    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, env: { MCP_TEST_START_DELAY_MS: "1500" } } });
+    // A fresh home: nothing cached, so without the wait the first request would lack the server's tools.
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, env: { MCP_TEST_START_DELAY_MS: "3000" } } });
     await start(false, false);
-    expect(ts!.server.app.mcp.server("test")!.state).toBe("starting"); // nothing cached: a fresh home
     const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
     await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "first" } }] }, { text: "done" });
     expect(toolNames(0)).toContain("mcp__test__echo");
