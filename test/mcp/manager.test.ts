@@ -188,21 +188,22 @@ describe("MCP servers over stdio, in the sandbox", () => {
     const crashAndWatch = async (timing: SupervisorTiming, healthyFor: number) => {
       const m = await manager(writeConfig({ test: stdioServer() }), { timing });
       const conn = m.server("test")!;
+      // The delay the supervisor chose, read the moment it fails (not after a poll).
       const delays: number[] = [];
+      m.onStateChanged((server) => void (server.state === "failed" && delays.push(server.retryAt! - Date.now())));
       for (let i = 0; i < 2; i++) {
         const readySince = Date.now();
         await waitFor(() => Date.now() - readySince >= healthyFor, "healthy period over");
         await conn.callTool("crash", {}, new AbortController().signal);
-        await waitFor(() => conn.state === "failed", "down");
-        delays.push(conn.retryAt! - Date.now());
-        await waitFor(() => conn.state === "ready", "restarted");
+        await waitFor(() => delays.length === i + 1 && conn.state === "ready", "down, then restarted");
       }
       await m.close();
       return delays;
     };
     const unhealthy = await crashAndWatch({ backoffMs: [100, 400], healthyAfterMs: 3_600_000 }, 0);
+    expect(unhealthy[0]).toBeGreaterThan(50);
     expect(unhealthy[0]).toBeLessThanOrEqual(100);
-    expect(unhealthy[1]).toBeGreaterThan(100); // the second step of the backoff
+    expect(unhealthy[1]).toBeGreaterThan(300); // the second step of the backoff
     const healthy = await crashAndWatch({ backoffMs: [100, 60_000], healthyAfterMs: 300 }, 400);
     expect(healthy[1]).toBeLessThanOrEqual(100); // started over: not 60 s
   });
