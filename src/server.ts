@@ -19,7 +19,7 @@ import { HistoryPages } from "./store/history-pages.js";
 import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
 import { registerFileSearchHandlers } from "./rpc/handlers/file-search.js";
-import { registerMcpHandlers } from "./rpc/handlers/mcp.js";
+import { mcpStatusNotifier, registerMcpHandlers } from "./rpc/handlers/mcp.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
@@ -135,7 +135,14 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   });
   // MCP servers: a configuration error stops the start (naming the file and the field); the
   // servers themselves connect in the background, so a slow one never delays readiness.
-  const mcp = new McpManager({ file: await locateMcpConfig(opts.mcpConfig, opts.home), defaultCwd, runner: commands, log: log.child({ component: "mcp" }) });
+  const mcp = new McpManager({
+    file: await locateMcpConfig(opts.mcpConfig, opts.home),
+    defaultCwd,
+    runner: commands,
+    log: log.child({ component: "mcp" }),
+    stateDir: path.join(opts.home, "mcp"),
+  });
+  mcpStatusNotifier(mcp, () => connections);
   await mcp.load();
   const sandboxStatus = commands.status().then((status) => {
     if (status.available) log.info({ bwrap: status.bwrap, version: status.version }, "command sandbox ready");

@@ -14,6 +14,12 @@ import { z } from "zod";
 
 const SERVER_NAME = /^[A-Za-z0-9_-]{1,48}$/;
 
+/**
+ * Seconds a tool call may take without reporting progress (progress notifications restart the
+ * clock). Unset: no limit of its own — an interrupt of the turn still cancels the call.
+ */
+const TOOL_TIMEOUT = z.number().positive().max(86_400).optional();
+
 const StdioServer = z
   .object({
     command: z.string().min(1, "must not be empty"),
@@ -25,6 +31,7 @@ const StdioServer = z
     writableRoots: z.array(z.string()).default([]),
     /** Seconds to wait for the server to start and list its tools. */
     startupTimeoutSec: z.number().positive().max(600).default(30),
+    toolTimeoutSec: TOOL_TIMEOUT,
     disabled: z.boolean().default(false),
   })
   .strict();
@@ -34,6 +41,7 @@ const HttpServer = z
     url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }),
     headers: z.record(z.string(), z.string()).default({}),
     startupTimeoutSec: z.number().positive().max(600).default(30),
+    toolTimeoutSec: TOOL_TIMEOUT,
     disabled: z.boolean().default(false),
   })
   .strict();

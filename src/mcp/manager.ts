@@ -1,13 +1,20 @@
 /**
- * Every configured MCP server: started in parallel at server start-up (in the background: a slow
- * or broken server never delays readiness or the other tools), re-read by
- * config/mcpServer/reload, and offered to turns as one sorted list of model-facing tools.
+ * Every configured MCP server, each one supervised connection (server-connection.ts): started in
+ * parallel at server start-up, in the background (readiness is never delayed); re-read by
+ * config/mcpServer/reload; offered to turns as one sorted list of model-facing tools.
+ *
+ * Ready before the first turn: a turn first waits (ready()) until every server's first start
+ * attempt has ended — ready or failed, which each does within its startupTimeoutSec — so the
+ * first turn after a start or a reload offers every server that can start. A server down after
+ * that (failed, restarting) keeps offering its last known tools, and so does a server that has not
+ * connected yet in this process: its tools come from the cache of the last run (tools-cache.ts).
  *
  * Prefix stability: a turn takes the tool list as it is when the turn starts, sorted by model
  * name, so the list is byte-identical from request to request whatever order servers answered in.
- * A server that connects late, reconnects with other tools or sends list_changed changes the list
- * from the next turn on only — that turn starts a new cached prefix, the ones before keep theirs.
+ * Only a server that lists other tools than before (a new version, list_changed), a new server
+ * or one removed from the configuration changes it — from the next turn on.
  */
+import path from "node:path";
 import type { ElicitRequest, ElicitResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../sandbox/runner.js";
@@ -15,7 +22,8 @@ import { loadMcpConfig, type McpServerConfig } from "./config.js";
 import { nameTools } from "./names.js";
 // Type only: the connection module (and with it the MCP SDK, ~145 modules) is loaded when a
 // server is configured, not at every start.
-import type { McpServerConnection } from "./server-connection.js";
+import type { McpServerConnection, SupervisorTiming } from "./server-connection.js";
+import { configFingerprint, ToolsCache } from "./tools-cache.js";
 
 export interface McpToolEntry {
   /** What the model calls it: mcp__<server>__<tool>. */
@@ -33,18 +41,26 @@ export interface McpManagerOptions {
   defaultCwd: string;
   runner: CommandRunner;
   log: Logger;
+  /** This server's own MCP state: `tools.json` (the tools cache) and `homes/<name>` (private homes). */
+  stateDir: string;
+  /** The supervisor's backoff (tests shorten it); DEFAULT_TIMING otherwise. */
+  timing?: SupervisorTiming;
 }
 
 export class McpManager {
   private servers = new Map<string, McpServerConnection>();
-  private configs = new Map<string, string>();
+  private fingerprints = new Map<string, string>();
   /** Who to ask when a server sends an elicitation: the clients of its calls in flight, newest first. */
   private askers = new Map<string, ElicitationAsker[]>();
-  private listeners = new Set<() => void>();
-
-  constructor(private readonly opts: McpManagerOptions) {}
-
+  private toolListeners = new Set<() => void>();
+  private stateListeners = new Set<(server: McpServerConnection) => void>();
+  private readonly cache: ToolsCache;
   private loaded: McpServerConfig[] | null = null;
+  private cacheLoaded: Promise<void> | null = null;
+
+  constructor(private readonly opts: McpManagerOptions) {
+    this.cache = new ToolsCache(path.join(opts.stateDir, "tools.json"), opts.log);
+  }
 
   /** Reads and checks the configuration (throws McpConfigError); starts nothing yet. */
   async load(): Promise<void> {
@@ -63,22 +79,40 @@ export class McpManager {
     return this.apply(config.servers);
   }
 
-  /** Resolves once every server has finished its current start attempt (tests, status). */
-  async settled(): Promise<void> {
-    await Promise.all([...this.servers.values()].map((s) => s.start().catch(() => {})));
+  /**
+   * Resolves once every server's first start attempt has ended (each is bounded by its
+   * startupTimeoutSec), or when `signal` aborts. What a turn waits for before it lists its tools.
+   */
+  async ready(signal?: AbortSignal): Promise<void> {
+    const all = Promise.all([...this.servers.values()].map((s) => s.firstSettled)).then(() => {});
+    if (!signal) return all;
+    if (signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      signal.addEventListener("abort", () => resolve(), { once: true });
+      void all.then(resolve);
+    });
   }
 
   onToolsChanged(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    this.toolListeners.add(listener);
+    return () => this.toolListeners.delete(listener);
   }
 
-  /** The tools of the connected servers, sorted by model name (the prompt's order). */
+  /** Every state change of every server (status notifications to clients). */
+  onStateChanged(listener: (server: McpServerConnection) => void): () => void {
+    this.stateListeners.add(listener);
+    return () => this.stateListeners.delete(listener);
+  }
+
+  /**
+   * The tools offered to the model, sorted by model name (the prompt's order): every configured,
+   * enabled server's last known tools, whether it is up right now or not.
+   */
   tools(): McpToolEntry[] {
     const byKey = new Map<string, Tool>();
     const pairs: Array<{ server: string; tool: string }> = [];
     for (const s of this.servers.values()) {
-      if (s.state !== "connected") continue;
+      if (s.state === "disabled" || s.state === "stopped") continue;
       for (const t of s.tools) {
         byKey.set(`${s.name}\0${t.name}`, t);
         pairs.push({ server: s.name, tool: t.name });
@@ -119,45 +153,72 @@ export class McpManager {
   async close(): Promise<void> {
     await Promise.all([...this.servers.values()].map((s) => s.close()));
     this.servers.clear();
+    await this.cache.flushed();
   }
 
   private async apply(configs: McpServerConfig[]) {
-    const { McpServerConnection } = configs.length > 0 || this.servers.size > 0 ? await import("./server-connection.js") : { McpServerConnection: null };
+    const { McpServerConnection, DEFAULT_TIMING } =
+      configs.length > 0 || this.servers.size > 0 ? await import("./server-connection.js") : { McpServerConnection: null, DEFAULT_TIMING: null };
+    if (configs.length > 0) await (this.cacheLoaded ??= this.cache.load());
     const started: string[] = [];
     const stopped: string[] = [];
     const restarted: string[] = [];
-    const next = new Map(configs.map((c) => [c.name, JSON.stringify(c)]));
+    const next = new Map(configs.map((c) => [c.name, configFingerprint(c)]));
     for (const [name, conn] of this.servers) {
       if (!next.has(name)) {
         void conn.close();
         this.servers.delete(name);
-        this.configs.delete(name);
+        this.fingerprints.delete(name);
         stopped.push(name);
       }
     }
+    const created: McpServerConnection[] = [];
     for (const c of configs) {
-      const same = this.configs.get(c.name) === next.get(c.name);
-      if (same) continue;
+      const fingerprint = next.get(c.name)!;
+      if (this.fingerprints.get(c.name) === fingerprint) continue;
       const old = this.servers.get(c.name);
       if (old) {
         void old.close();
         restarted.push(c.name);
       } else started.push(c.name);
-      const conn = new McpServerConnection!(c, {
-        runner: this.opts.runner,
-        log: this.opts.log,
-        onToolsChanged: () => this.changed(),
-        onElicitation: (server, params) => this.elicit(server, params),
-      });
+      const conn = new McpServerConnection!(
+        c,
+        {
+          runner: this.opts.runner,
+          log: this.opts.log,
+          homesDir: path.join(this.opts.stateDir, "homes"),
+          timing: this.opts.timing ?? DEFAULT_TIMING!,
+          onToolsChanged: (server) => this.toolsChanged(server),
+          onStateChanged: (server) => this.stateChanged(server),
+          onElicitation: (server, params) => this.elicit(server, params),
+        },
+        this.cache.get(c.name, fingerprint),
+      );
       this.servers.set(c.name, conn);
-      this.configs.set(c.name, next.get(c.name)!);
-      void conn.start();
+      this.fingerprints.set(c.name, fingerprint);
+      created.push(conn);
     }
-    if (stopped.length || restarted.length) this.changed();
+    if (configs.length > 0 || stopped.length > 0) this.cache.retain(new Set(next.keys()));
+    for (const conn of created) {
+      this.stateChanged(conn); // "starting" (or "disabled") for the clients
+      conn.start();
+    }
+    if (stopped.length || restarted.length || created.some((c) => c.tools.length > 0)) this.notifyToolListeners();
     return { started, stopped, restarted };
   }
 
-  private changed(): void {
-    for (const l of this.listeners) l();
+  private toolsChanged(server: string): void {
+    const conn = this.servers.get(server);
+    const fingerprint = this.fingerprints.get(server);
+    if (conn && fingerprint) this.cache.set(server, fingerprint, conn.tools);
+    this.notifyToolListeners();
+  }
+
+  private stateChanged(server: McpServerConnection): void {
+    for (const l of this.stateListeners) l(server);
+  }
+
+  private notifyToolListeners(): void {
+    for (const l of this.toolListeners) l();
   }
 }

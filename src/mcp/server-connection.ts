@@ -1,50 +1,98 @@
 /**
- * One configured MCP server, through the official SDK client: connects (stdio inside the OS
- * sandbox, or Streamable HTTP with an SSE fallback) within its start-up timeout, lists every page
- * of its tools, follows `notifications/tools/list_changed`, and reconnects a server that went away
- * on its next use, with exponential backoff so a crashing server is not restarted in a loop.
+ * One configured MCP server under supervision: one long-lived connection through the official SDK
+ * client, with explicit states
+ *
+ *   starting ──connected, tools listed──▶ ready ──exits / drops the connection──▶ failed
+ *      ▲  └──error or startupTimeoutSec──────────────────────────────────────────▶ failed
+ *      └──────────── the supervisor, after its backoff ◀───────────────────────────┘
+ *   stopped (removed by a reload, or shutting down) and disabled (in the configuration) are final.
+ *
+ * Only start(), close() and the supervisor's timer change the state: reading it (a status call)
+ * never starts, restarts or waits for anything. The backoff doubles from 0.5 s to 30 s and starts
+ * over once a server has stayed up for a healthy period.
+ *
+ * While a server is down its last known tools stay offered (the prompt prefix holds) and a call
+ * fails at once with why ("MCP server X is restarting …: reason"); a call during a start attempt
+ * waits for that attempt; a call in flight when the server dies fails with the reason it died.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ElicitRequestSchema, ToolListChangedNotificationSchema, type CallToolResult, type ElicitRequest, type ElicitResult, type ReadResourceResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { Logger } from "../log.js";
-import { policyOfMode, resolveSandbox } from "../sandbox/policy.js";
-import type { CommandRunner } from "../sandbox/runner.js";
+import {
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type ElicitRequest,
+  type ElicitResult,
+  type LoggingLevel,
+  type Progress,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplate,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { VERSION } from "../version.js";
 import type { McpServerConfig } from "./config.js";
+import { connectTransport, type TransportDeps } from "./transport.js";
 
-export type McpServerState = "starting" | "connected" | "failed" | "disabled" | "stopped";
+export type McpServerState = "starting" | "ready" | "failed" | "stopped" | "disabled";
 
-export interface McpConnectionDeps {
-  runner: CommandRunner;
-  log: Logger;
-  /** The tool list changed (list_changed, or a reconnect found other tools). */
+export interface SupervisorTiming {
+  /** Delay before restart attempt n (the last one repeats). */
+  backoffMs: readonly number[];
+  /** Up this long, a server's next failure starts the backoff over. */
+  healthyAfterMs: number;
+}
+
+export const DEFAULT_TIMING: SupervisorTiming = { backoffMs: [500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000], healthyAfterMs: 60_000 };
+
+export interface McpConnectionDeps extends TransportDeps {
+  timing: SupervisorTiming;
+  /** The server's tool list changed (it connected with other tools, or sent list_changed). */
   onToolsChanged(server: string): void;
+  /** The server's state changed. */
+  onStateChanged(server: McpServerConnection): void;
   /** An elicitation the server sent; answered by the thread's clients. */
   onElicitation(server: string, params: ElicitRequest["params"]): Promise<ElicitResult>;
 }
 
-const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
 const STDERR_KEPT = 4_096;
+/** Calls without a configured toolTimeoutSec: no limit of their own (an interrupt still cancels). */
+const NO_TOOL_TIMEOUT_MS = 24 * 3600_000;
+/** Listing resources for a status call: a hung server must not hang the status. */
+const STATUS_REQUEST_TIMEOUT_MS = 5_000;
 
 export class McpServerConnection {
-  state: McpServerState = "starting";
+  state: McpServerState;
+  /** Why the server is down (null while it is starting the first time or ready). */
   lastError: string | null = null;
-  tools: Tool[] = [];
+  /** The last known tools: from the server, or until it first connects from the cache. */
+  tools: Tool[];
+  /** The spawned process (bwrap's pid for a sandboxed server) while connected; null over HTTP. */
+  pid: number | null = null;
+  /** Start attempts after the first (restarts by the supervisor). */
+  restarts = 0;
+  /** When the supervisor tries again (epoch ms), while failed. */
+  retryAt: number | null = null;
   private client: Client | null = null;
-  private connecting: Promise<void> | null = null;
+  private attempt: Promise<void> | null = null;
   private failures = 0;
-  private retryAt = 0;
+  private readyAt = 0;
+  private everReady = false;
+  private timer: NodeJS.Timeout | null = null;
+  private generation = 0;
   private stderrTail = "";
+  private settleFirst!: () => void;
+  /** Resolves once the first start attempt has ended (ready or failed), or the server stopped. */
+  readonly firstSettled = new Promise<void>((resolve) => (this.settleFirst = resolve));
 
   constructor(
     readonly config: McpServerConfig,
     private readonly deps: McpConnectionDeps,
+    cachedTools: Tool[] | null = null,
   ) {
-    if (config.disabled) this.state = "disabled";
+    this.state = config.disabled ? "disabled" : "starting";
+    this.tools = cachedTools ?? [];
+    if (config.disabled) this.settleFirst();
   }
 
   get name(): string {
@@ -59,28 +107,29 @@ export class McpServerConnection {
     return this.client?.getServerCapabilities() ?? null;
   }
 
-  /** Connects and lists tools; never throws (the state and lastError say what happened). */
-  start(): Promise<void> {
-    if (this.state === "disabled") return Promise.resolve();
-    return (this.connecting ??= this.connect().finally(() => (this.connecting = null)));
+  /** Starts the first attempt; the supervisor takes it from there. Idempotent. */
+  start(): void {
+    if (this.state !== "starting" || this.attempt !== null || this.client !== null || this.generation > 0) return;
+    this.generation = 1;
+    this.launch();
   }
 
-  /** A connected client, reconnecting a server that went away (not before its backoff ends). */
-  async ready(): Promise<Client> {
-    if (this.state === "disabled") throw new Error(`MCP server ${this.name} is disabled in the configuration`);
-    if (this.state === "stopped") throw new Error(`MCP server ${this.name} was removed from the configuration`);
-    if (this.state !== "connected" || !this.client) {
-      const wait = this.retryAt - Date.now();
-      if (this.state === "failed" && wait > 0)
-        throw new Error(`MCP server ${this.name} is not running (${this.lastError}); the next attempt to start it is in ${Math.ceil(wait / 1000)} s`);
-      await this.start();
-    }
-    if (this.state !== "connected" || !this.client) throw new Error(`MCP server ${this.name} is not running: ${this.lastError}`);
-    return this.client;
+  /** Stops the server for good (reload removed it, or shutdown): in-flight calls fail with that. */
+  async close(): Promise<void> {
+    this.generation++;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.retryAt = null;
+    const client = this.client;
+    this.client = null;
+    this.pid = null;
+    this.settleFirst();
+    if (this.state !== "disabled" && this.state !== "stopped") this.setState("stopped");
+    await client?.close().catch(() => {});
   }
 
-  async callTool(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
-    const client = await this.ready();
+  async callTool(tool: string, args: Record<string, unknown>, signal: AbortSignal, onProgress?: (message: string) => void): Promise<CallToolResult> {
+    const client = await this.usableClient(signal);
     // The SDK leaves its abort listener on the signal it is given; a turn's signal serves many
     // calls, so each call gets its own signal, linked to the turn's for as long as it runs.
     const call = new AbortController();
@@ -88,25 +137,115 @@ export class McpServerConnection {
     if (signal.aborted) abort();
     else signal.addEventListener("abort", abort, { once: true });
     try {
-      return (await client.callTool({ name: tool, arguments: args }, undefined, { signal: call.signal, timeout: 24 * 3600_000 })) as CallToolResult;
+      return (await client.callTool({ name: tool, arguments: args }, undefined, {
+        signal: call.signal,
+        timeout: this.config.toolTimeoutSec ? this.config.toolTimeoutSec * 1000 : NO_TOOL_TIMEOUT_MS,
+        resetTimeoutOnProgress: true,
+        ...(onProgress ? { onprogress: (p: Progress) => onProgress(progressMessage(p)) } : {}),
+      })) as CallToolResult;
+    } catch (err) {
+      if (this.client !== client && !signal.aborted) throw new Error(`MCP server ${this.name} went down during the call: ${this.unavailableReason()}`);
+      throw err;
     } finally {
       signal.removeEventListener("abort", abort);
     }
   }
 
-  async readResource(uri: string): Promise<ReadResourceResult> {
-    return (await this.ready()).readResource({ uri });
+  async readResource(uri: string, signal?: AbortSignal): Promise<ReadResourceResult> {
+    return (await this.usableClient(signal)).readResource({ uri }, signal ? { signal } : undefined);
   }
 
-  async close(): Promise<void> {
-    this.state = this.config.disabled ? "disabled" : "stopped";
-    const c = this.client;
-    this.client = null;
-    await c?.close().catch(() => {});
+  /** Resources and templates for a status call: only from a ready server, never waiting long. */
+  async resourcesNow(): Promise<{ resources: Resource[]; resourceTemplates: ResourceTemplate[] }> {
+    const client = this.state === "ready" ? this.client : null;
+    if (!client?.getServerCapabilities()?.resources) return { resources: [], resourceTemplates: [] };
+    const opts = { timeout: STATUS_REQUEST_TIMEOUT_MS };
+    const [resources, templates] = await Promise.all([
+      client.listResources(undefined, opts).catch(() => null),
+      client.listResourceTemplates(undefined, opts).catch(() => null),
+    ]);
+    return { resources: resources?.resources ?? [], resourceTemplates: templates?.resourceTemplates ?? [] };
   }
 
-  private async connect(): Promise<void> {
-    this.state = "starting";
+  /** Why a call cannot run now, as the model and the client read it. */
+  unavailableReason(): string {
+    const inSec = this.retryAt === null ? null : Math.max(0, Math.ceil((this.retryAt - Date.now()) / 1000));
+    switch (this.state) {
+      case "disabled":
+        return `MCP server ${this.name} is disabled in the configuration`;
+      case "stopped":
+        return `MCP server ${this.name} was stopped (a configuration reload removed or changed it, or the app server is shutting down)`;
+      case "failed":
+        return `MCP server ${this.name} ${this.everReady ? "is restarting" : "failed to start"}: ${this.lastError}${inSec === null ? "" : ` (next attempt in ${inSec} s)`}`;
+      default:
+        return `MCP server ${this.name} is ${this.state === "starting" ? "still starting" : "not available"}`;
+    }
+  }
+
+  /** A connected client; a start attempt under way is waited for, a down server fails at once. */
+  private async usableClient(signal?: AbortSignal): Promise<Client> {
+    if (this.state === "starting" && this.attempt) await untilAborted(this.attempt, signal);
+    if (this.state === "ready" && this.client) return this.client;
+    throw new Error(this.unavailableReason());
+  }
+
+  private launch(): void {
+    const attempt = this.connect(this.generation).finally(() => {
+      if (this.attempt === attempt) this.attempt = null;
+      this.settleFirst();
+    });
+    this.attempt = attempt;
+  }
+
+  private async connect(generation: number): Promise<void> {
+    this.stderrTail = "";
+    this.setState("starting");
+    const client = this.newClient();
+    let timer: NodeJS.Timeout | undefined;
+    let pid: number | null = null;
+    let tools: Tool[];
+    try {
+      tools = await Promise.race([
+        (async () => {
+          pid = await connectTransport(client, this.config, this.deps, (text) => this.onStderr(text));
+          return listAllTools(client);
+        })(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`did not start within ${this.config.startupTimeoutSec} s`)), this.config.startupTimeoutSec * 1000);
+        }),
+      ]);
+    } catch (err) {
+      await client.close().catch(() => {});
+      if (generation === this.generation) this.down(`${(err as Error).message}${this.stderrNote()}`);
+      return;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (generation !== this.generation) {
+      await client.close().catch(() => {}); // stopped while starting
+      return;
+    }
+    client.onclose = () => {
+      if (this.client !== client) return;
+      this.client = null;
+      this.pid = null;
+      this.down(`the server exited or closed the connection${this.stderrNote()}`);
+    };
+    this.client = client;
+    this.pid = pid;
+    this.lastError = null;
+    this.retryAt = null;
+    this.readyAt = Date.now();
+    this.everReady = true;
+    const changed = JSON.stringify(tools) !== JSON.stringify(this.tools);
+    this.tools = tools;
+    void this.forwardLogLevel(client);
+    this.deps.log.info({ server: this.name, tools: tools.length, pid, restarts: this.restarts }, "MCP server ready");
+    this.setState("ready");
+    if (changed) this.deps.onToolsChanged(this.name);
+  }
+
+  private newClient(): Client {
     const client = new Client({ name: "agent-app-server", version: VERSION }, { capabilities: { elicitation: {} } });
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       if (this.client !== client) return;
@@ -117,70 +256,88 @@ export class McpServerConnection {
         this.deps.log.warn({ err, server: this.name }, "could not list the tools of an MCP server after list_changed");
       }
     });
-    client.setRequestHandler(ElicitRequestSchema, (req) => this.deps.onElicitation(this.name, req.params));
-    const timeoutMs = this.config.startupTimeoutSec * 1000;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        (async () => {
-          await this.connectTransport(client);
-          this.tools = await listAllTools(client);
-        })(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`did not start within ${this.config.startupTimeoutSec} s`)), timeoutMs);
-        }),
-      ]);
-    } catch (err) {
-      clearTimeout(timer);
-      await client.close().catch(() => {});
-      this.fail(`${(err as Error).message}${this.stderrTail ? ` (stderr: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")})` : ""}`);
-      return;
-    }
-    clearTimeout(timer);
-    const previous = this.client;
-    this.client = client;
-    this.state = "connected";
-    this.lastError = null;
-    this.failures = 0;
-    client.onclose = () => {
-      if (this.client !== client) return;
-      this.client = null;
-      if (this.state === "connected") this.fail(`the server closed the connection${this.stderrTail ? ` (stderr: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")})` : ""}`);
-    };
-    if (previous !== null && previous !== client) await previous.close().catch(() => {});
-    this.deps.onToolsChanged(this.name);
-    this.deps.log.info({ server: this.name, tools: this.tools.length }, "MCP server connected");
-  }
-
-  private fail(message: string): void {
-    this.state = "failed";
-    this.lastError = message;
-    this.retryAt = Date.now() + BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)]!;
-    this.failures++;
-    this.deps.log.warn({ server: this.name, error: message }, "MCP server unavailable");
-  }
-
-  private async connectTransport(client: Client): Promise<void> {
-    const c = this.config;
-    if (c.kind === "http") {
-      try {
-        await client.connect(new StreamableHTTPClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }));
-      } catch (err) {
-        // Servers of the older HTTP+SSE transport answer the Streamable HTTP POST with 4xx.
-        this.deps.log.debug({ err, server: c.name }, "Streamable HTTP failed; trying SSE");
-        await client.connect(new SSEClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }) as Transport);
-      }
-      return;
-    }
-    const policy = c.sandbox === "workspace-write" ? { type: "workspaceWrite" as const, writableRoots: c.writableRoots, networkAccess: c.networkAccess, excludeSlashTmp: false, excludeTmpdirEnvVar: false } : c.sandbox === "read-only" ? { type: "readOnly" as const, networkAccess: c.networkAccess } : policyOfMode("danger-full-access");
-    const spec = await this.deps.runner.spawnSpec([c.command, ...c.args], await resolveSandbox(policy, c.cwd!), c.cwd!, c.env);
-    const transport = new StdioClientTransport({ ...spec, stderr: "pipe" });
-    this.stderrTail = "";
-    transport.stderr?.on("data", (chunk: Buffer) => {
-      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-STDERR_KEPT);
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      const { level, logger, data } = n.params;
+      this.deps.log[PINO_LEVEL[level]]({ server: this.name, mcpLevel: level, ...(logger ? { logger } : {}), data }, "MCP server log message");
     });
-    await client.connect(transport);
+    client.setRequestHandler(ElicitRequestSchema, (req) => this.deps.onElicitation(this.name, req.params));
+    return client;
   }
+
+  /** Asks a server that logs to send what our log would keep (best effort). */
+  private async forwardLogLevel(client: Client): Promise<void> {
+    if (!client.getServerCapabilities()?.logging) return;
+    const ours = this.deps.log.level;
+    const level: LoggingLevel = ours === "trace" || ours === "debug" ? "debug" : ours === "warn" ? "warning" : ours === "error" || ours === "fatal" ? "error" : "info";
+    await client.setLoggingLevel(level).catch((err) => this.deps.log.debug({ err, server: this.name }, "the MCP server refused logging/setLevel"));
+  }
+
+  /** The server is down: say why, and have the supervisor start it again after its backoff. */
+  private down(message: string): void {
+    if (this.state === "stopped" || this.state === "disabled") return;
+    const { backoffMs, healthyAfterMs } = this.deps.timing;
+    if (this.readyAt > 0 && Date.now() - this.readyAt >= healthyAfterMs) this.failures = 0;
+    this.readyAt = 0;
+    const delay = backoffMs[Math.min(this.failures, backoffMs.length - 1)]!;
+    this.failures++;
+    this.lastError = message;
+    this.retryAt = Date.now() + delay;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.restarts++;
+      this.launch();
+    }, delay);
+    this.timer.unref();
+    this.deps.log.warn({ server: this.name, error: message, retryInMs: delay, failures: this.failures }, "MCP server down; the supervisor restarts it");
+    this.setState("failed");
+  }
+
+  private setState(state: McpServerState): void {
+    if (this.state === state) return;
+    this.state = state;
+    this.deps.onStateChanged(this);
+  }
+
+  private onStderr(text: string): void {
+    this.stderrTail = (this.stderrTail + text).slice(-STDERR_KEPT);
+    this.deps.log.debug({ server: this.name, stderr: text.trimEnd() }, "MCP server stderr");
+  }
+
+  private stderrNote(): string {
+    const lines = this.stderrTail.trim().split("\n").filter(Boolean).slice(-3);
+    return lines.length ? ` (stderr: ${lines.join(" | ")})` : "";
+  }
+}
+
+const PINO_LEVEL: Record<LoggingLevel, "debug" | "info" | "warn" | "error"> = {
+  debug: "debug",
+  info: "info",
+  notice: "info",
+  warning: "warn",
+  error: "error",
+  critical: "error",
+  alert: "error",
+  emergency: "error",
+};
+
+/** What `item/mcpToolCall/progress` says: the server's message, else how far it got. */
+export function progressMessage(p: Progress): string {
+  if (p.message) return p.message;
+  return p.total !== undefined ? `${p.progress}/${p.total}` : String(p.progress);
+}
+
+/** Waits for `p`, or until `signal` aborts (then returns; the caller re-checks the state). */
+function untilAborted(p: Promise<void>, signal?: AbortSignal): Promise<void> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    void p.then(done);
+  });
 }
 
 /** Every page of tools/list. */

@@ -93,7 +93,7 @@ export function mcpTool(entry: McpToolEntry, manager: McpManager, ctx: ToolConte
               if (!conn) return failed(`MCP server ${server} is no longer configured.`, host.startedAtMs);
               // An elicitation the server sends during the call goes to this thread's clients.
               result = await manager.withAsker(server, (params) => forwardElicitation(ctx, server, params, signal), () =>
-                conn.callTool(tool.name, args as Record<string, unknown>, signal),
+                conn.callTool(tool.name, args as Record<string, unknown>, signal, (message) => ctx.mcpProgress?.(host.itemId, message)),
               );
             } catch (err) {
               return failed(`MCP tool ${server}/${tool.name} failed: ${(err as Error).message}`, host.startedAtMs);

@@ -31,6 +31,17 @@ export const McpResource = z
   })
   .meta({ id: "Resource" });
 
+export const McpResourceTemplate = z
+  .object({
+    annotations: json.optional(),
+    uriTemplate: z.string(),
+    name: z.string(),
+    title: z.string().optional(),
+    description: z.string().optional(),
+    mimeType: z.string().optional(),
+  })
+  .meta({ id: "ResourceTemplate" });
+
 export const McpServerInfo = z
   .object({
     name: z.string(),
@@ -59,7 +70,7 @@ export const McpServerStatus = z
     tools: z.record(z.string(), McpTool),
     toolsError: z.string().nullable(),
     resources: z.array(McpResource),
-    resourceTemplates: z.array(json),
+    resourceTemplates: z.array(McpResourceTemplate),
     authStatus: z.enum(["unknown", "unsupported", "notLoggedIn", "bearerToken", "oAuth"]),
   })
   .meta({ id: "McpServerStatus" });
@@ -139,3 +150,23 @@ export const McpServerElicitationRequestParams = z
 export const McpServerElicitationRequestResponse = z
   .object({ action: z.enum(["accept", "decline", "cancel"]), content: json.nullable().optional(), _meta: json.nullable().optional() })
   .meta({ id: "McpServerElicitationRequestResponse" });
+
+/** Where a server's start stands, as Codex reports it (ours is process-wide: threadId null). */
+export const McpServerStartupState = z.enum(["starting", "ready", "failed", "cancelled"]).meta({ id: "McpServerStartupState" });
+
+/** Server → every client: an MCP server is starting, ready, failed (with why) or stopped. */
+export const McpServerStatusUpdatedNotification = z
+  .object({
+    threadId: z.string().nullable(),
+    name: z.string(),
+    environmentId: z.string().nullable(),
+    status: McpServerStartupState,
+    error: z.string().nullable(),
+    failureReason: z.literal("reauthenticationRequired").nullable(),
+  })
+  .meta({ id: "McpServerStatusUpdatedNotification" });
+
+/** Server → thread's clients: progress a running MCP tool reported (live only, like a delta). */
+export const McpToolCallProgressNotification = z
+  .object({ threadId: z.string(), turnId: z.string(), itemId: z.string(), message: z.string(), seq: z.number().int().positive() })
+  .meta({ id: "McpToolCallProgressNotification" });

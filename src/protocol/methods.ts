@@ -84,6 +84,8 @@ export const serverNotifications = {
   "item/reasoning/summaryTextDelta": N.ReasoningSummaryTextDeltaNotification,
   "item/reasoning/textDelta": N.ReasoningTextDeltaNotification,
   "item/commandExecution/outputDelta": X.CommandExecutionOutputDeltaNotification,
+  "item/mcpToolCall/progress": M.McpToolCallProgressNotification,
+  "mcpServer/startupStatus/updated": M.McpServerStatusUpdatedNotification,
   "turn/diff/updated": X.TurnDiffUpdatedNotification,
   "turn/plan/updated": X.TurnPlanUpdatedNotification,
   "serverRequest/resolved": X.ServerRequestResolvedNotification,

@@ -26,6 +26,8 @@ import type { LoadedThread } from "./threads.js";
 export interface ToolSource {
   readonly name: string;
   tools(ctx: ToolContext, thread: LoadedThread): LoopTool[];
+  /** Resolves when the source's tool list is worth taking (MCP servers started); bounded by the source. */
+  ready?(signal: AbortSignal): Promise<void>;
 }
 
 export const builtinSource: ToolSource = { name: "builtin", tools: (ctx) => builtinTools(ctx) };
@@ -100,6 +102,7 @@ function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThrea
     startItem: (item) => (turn.alreadyRecorded.delete(item.id) ? Promise.resolve() : recording("the start of a tool item", () => recorder.started(thread, turn, item))),
     completeItem: (item) => recording("a completed tool item", () => recorder.completed(thread, turn, [item])),
     outputDelta: (itemId, delta) => runtime.publishLive(thread, "item/commandExecution/outputDelta", { ...base, itemId, delta }),
+    mcpProgress: (itemId, message) => runtime.publishLive(thread, "item/mcpToolCall/progress", { ...base, itemId, message }),
     diffUpdated: (diff) => recording("the turn diff", async () => void (await runtime.commit(thread, [{ method: "turn/diff/updated", params: { ...base, diff } }]))),
     planUpdated: (explanation, plan) =>
       recording("the plan", async () => void (await runtime.commit(thread, [{ method: "turn/plan/updated", params: { ...base, explanation, plan } }]))),

@@ -40,6 +40,8 @@ export interface ToolContext {
   completeItem(item: ThreadItem): Promise<void>;
   /** Streams a chunk of a running command's output (`item/commandExecution/outputDelta`, not stored). */
   outputDelta(itemId: string, delta: string): void;
+  /** Progress a running MCP tool reported (`item/mcpToolCall/progress`, not stored); optional for contexts without clients. */
+  mcpProgress?(itemId: string, message: string): void;
   /** The turn's aggregated unified diff changed (`turn/diff/updated`). */
   diffUpdated(diff: string): Promise<void>;
   /** The plan changed (`turn/plan/updated`). */

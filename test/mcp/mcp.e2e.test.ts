@@ -3,8 +3,11 @@
  * MCP servers as tools, end to end over a real WebSocket with the mock model (openai provider):
  * offered to the model as mcp__<server>__<tool>, calls as mcpToolCall items, approvals through
  * mcpServer/elicitation/request under `untrusted` (accept once, for the session, decline),
- * read-only tools unasked, elicitations from the MCP server forwarded, a stable tool list across
- * turns / resume / restart, a crashed server, and the client methods (status, call, resource, reload).
+ * read-only tools unasked, elicitations from the MCP server forwarded, progress as
+ * item/mcpToolCall/progress, a stable tool list across turns / resume / restart (with a slow
+ * server too), a crashed or killed server healed by the supervisor (clients told through
+ * mcpServer/startupStatus/updated), status calls that restart nothing, and the client methods
+ * (status, call, resource, reload).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -13,6 +16,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BACKENDS, freshDatabase, type TestDatabase } from "../support/db.js";
 import { RpcError, TestClient } from "../support/client.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
+import { serverProcess, waitFor } from "../support/mcp.js";
 import { REPO_ROOT } from "../support/process.js";
 import { conformanceProblems } from "../support/codex.js";
 import { startRecordingRelay, type RecordingRelay } from "../support/recording-relay.js";
@@ -56,12 +60,19 @@ function writeConfig(servers: Record<string, unknown> = { test: { command: proce
   writeFileSync(configFile(), JSON.stringify({ mcpServers: servers }));
 }
 
-async function start(reopen = false) {
+/** Starts the server (on the same database and home with `reopen`); `waitForMcp` false leaves the servers starting. */
+async function start(reopen = false, waitForMcp = true) {
   ts = await startServerOn(db!, { modelProvider: "openai", model: "mock-model", providers: mockProviders(mock!), mcpConfig: configFile(), cwd: dir }, reopen);
   const relay = await startRecordingRelay(ts.url);
   relays.push(relay);
   client = await TestClient.initialized(relay.url);
-  await ts.server.app.mcp.settled();
+  if (waitForMcp) await ts.server.app.mcp.ready();
+}
+
+async function restart(waitForMcp = true) {
+  await client!.close();
+  await ts!.close();
+  await start(true, waitForMcp);
 }
 
 async function turn(threadId: string, ...steps: Parameters<MockModelServer["enqueue"]>) {
@@ -137,13 +148,43 @@ describe("MCP tools in turns", () => {
     const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
     await turn(threadId, { text: "one" });
     await turn(threadId, { text: "two" });
-    await client!.close();
-    await ts!.close();
-    await start(true);
+    await restart();
     await client!.request("thread/resume", { threadId });
     await turn(threadId, { text: "three" });
     expect(toolsJson(1)).toBe(toolsJson(0));
     expect(toolsJson(2)).toBe(toolsJson(0));
+  });
+
+  it("the first turn waits for a slow server: its tools are in the first request, and its call works", async () => {
+    // A fresh home: nothing cached, so without the wait the first request would lack the server's tools.
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, env: { MCP_TEST_START_DELAY_MS: "3000" } } });
+    await start(false, false);
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "first" } }] }, { text: "done" });
+    expect(toolNames(0)).toContain("mcp__test__echo");
+    expect(toolResultTexts(mock!, "openai", 1).at(-1)).toBe("echo: first");
+  });
+
+  it("after a restart the first turn offers the same tools, even when a server is slow or does not start in time", async () => {
+    const delayFile = path.join(dir, "start-delay");
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, startupTimeoutSec: 2, env: { MCP_TEST_START_DELAY_FILE: delayFile } } });
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    await turn(threadId, { text: "before" });
+
+    writeFileSync(delayFile, "1000"); // slow, within startupTimeoutSec
+    await restart(false);
+    await client!.request("thread/resume", { threadId });
+    await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "slow" } }] }, { text: "done" });
+    expect(toolsJson(1)).toBe(toolsJson(0));
+    expect(toolResultTexts(mock!, "openai", 2).at(-1)).toBe("echo: slow");
+
+    writeFileSync(delayFile, "60000"); // does not start in time: the tools of the last run stay offered
+    await restart(false);
+    await client!.request("thread/resume", { threadId });
+    await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "late" } }] }, { text: "done" });
+    expect(toolsJson(3)).toBe(toolsJson(0));
+    expect(toolResultTexts(mock!, "openai", 4).at(-1)).toMatch(/^MCP tool test\/echo failed: MCP server test failed to start: did not start within 2 s/);
   });
 
   it("a server that crashes or never starts: the model gets a clear error, the other tools keep working", async () => {
@@ -163,6 +204,68 @@ describe("MCP tools in turns", () => {
     // Either restarted in time (echo works) or a clear error naming the tool — never a hang or a failed turn.
     expect(afterCrash).toMatch(/^(echo: after|MCP tool test\/echo failed: .+)$/);
     expect(toolResultTexts(mock!, "openai", 3).at(-1)).toContain("still-works");
+  });
+});
+
+describe("MCP servers that live like real ones", () => {
+  it("status calls restart nothing: the same process answers, started once", async () => {
+    const mark = path.join(dir, "starts");
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, env: { MCP_TEST_START_MARK: mark } } });
+    await start();
+    const conn = ts!.server.app.mcp.server("test")!;
+    const pid = conn.pid;
+    expect(pid).toBeGreaterThan(0);
+    for (const detail of ["full", "toolsAndAuthOnly", "full"]) {
+      const { data } = await client!.request("mcpServerStatus/list", { detail });
+      expect(data[0]).toMatchObject({ name: "test", runtimeStatus: "connected" });
+    }
+    const threadId = (await client!.request("thread/start", {})).thread.id;
+    expect(await client!.request("mcpServer/tool/call", { threadId, server: "test", tool: "echo", arguments: { text: "same" } })).toMatchObject({ content: [{ text: "echo: same" }] });
+    expect(conn.pid).toBe(pid);
+    expect(readFileSync(mark, "utf8").trim().split("\n")).toHaveLength(1);
+  });
+
+  it("a killed server is back by itself (clients told), with the same tools, callable", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    await turn(threadId, { text: "before" });
+    const conn = ts!.server.app.mcp.server("test")!;
+    const pid = conn.pid!;
+    const statuses = () => client!.notifications("mcpServer/startupStatus/updated").map((f) => f.params);
+    const before = statuses().length;
+    process.kill(serverProcess(pid)!, "SIGKILL");
+    await waitFor(() => statuses().length >= before + 3, "failed, starting and ready told to the client");
+    const told = statuses().slice(before);
+    expect(told.map((p) => p.status)).toEqual(["failed", "starting", "ready"]);
+    expect(told[0]).toEqual({ threadId: null, name: "test", environmentId: null, status: "failed", error: expect.stringMatching(/^MCP server test is restarting: the server exited/), failureReason: null });
+    expect(told[2]).toEqual({ threadId: null, name: "test", environmentId: null, status: "ready", error: null, failureReason: null });
+    expect(conn.pid).not.toBe(pid);
+    await turn(threadId, { toolCalls: [{ name: "mcp__test__echo", arguments: { text: "healed" } }] }, { text: "done" });
+    expect(toolsJson(1)).toBe(toolsJson(0));
+    expect(toolResultTexts(mock!, "openai", 2).at(-1)).toBe("echo: healed");
+  });
+
+  it("progress of a running tool reaches the clients as item/mcpToolCall/progress", async () => {
+    writeConfig();
+    await start();
+    const threadId = (await client!.request("thread/start", { approvalPolicy: "never" })).thread.id;
+    const done = await turn(threadId, { toolCalls: [{ name: "mcp__test__progress", arguments: { steps: 2 } }] }, { text: "done" });
+    const [item] = itemsCompleted(client!, "mcpToolCall");
+    expect(item).toMatchObject({ status: "completed", result: { content: [{ text: "progress done (2 steps)" }] } });
+    const progress = client!.notifications("item/mcpToolCall/progress").map((f) => f.params);
+    expect(progress.map(({ seq: _seq, ...p }) => p)).toEqual([
+      { threadId, turnId: done.id, itemId: item.id, message: "step 1 of 2" },
+      { threadId, turnId: done.id, itemId: item.id, message: "step 2 of 2" },
+    ]);
+  });
+
+  it("the status list shows resource templates and the name the model calls each tool by", async () => {
+    writeConfig();
+    await start();
+    const { data } = await client!.request("mcpServerStatus/list", {});
+    expect(data[0].resourceTemplates).toEqual([{ uriTemplate: "test://notes/{name}", name: "note", mimeType: "text/plain" }]);
+    expect(data[0].tools.echo._meta).toEqual({ "agent-app-server/modelName": "mcp__test__echo" });
   });
 });
 

@@ -36,7 +36,7 @@ describe.skipIf("unavailable" in launched)("MCP in the playground", () => {
     dir = mkdtempSync(path.join(os.tmpdir(), "aas-mcp-page-"));
     writeFileSync(path.join(dir, "mcp.json"), JSON.stringify({ mcpServers: { notes: { command: process.execPath, args: [FIXTURE], cwd: dir } } }));
     h = await startTurnHarness(backend, "openai-chat", { mcpConfig: path.join(dir, "mcp.json") });
-    await h.ts.server.app.mcp.settled();
+    await h.ts.server.app.mcp.ready();
     page = await (launched as { browser: Browser }).browser.newPage({ viewport: { width: 1280, height: 860 } });
     page.setDefaultTimeout(8_000);
     page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));

@@ -2,22 +2,48 @@
  * MCP servers for clients: mcpServerStatus/list (servers, state, tools, last error),
  * config/mcpServer/reload (re-read the configuration without a restart), mcpServer/tool/call (a
  * direct call, no item: the client asked for it, so nothing is asked) and mcpServer/resource/read.
+ *
+ * A status call reads the supervisor's state (and asks a ready server for its resources): it never
+ * starts, restarts or waits for a server. State changes reach every client as
+ * `mcpServer/startupStatus/updated` (mcpStatusNotifier, wired in server.ts).
  */
+import type { Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types.js";
+import type { z } from "zod";
 import type { AppContext } from "../../app-context.js";
+import type { McpManager } from "../../mcp/manager.js";
 import type { McpServerConnection } from "../../mcp/server-connection.js";
 import { McpConfigError } from "../../mcp/config.js";
+import type { McpServerStatusUpdatedNotification } from "../../protocol/mcp.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
 
 const STATUS: Record<McpServerConnection["state"], "starting" | "connected" | "failed" | "disabled" | "cancelled"> = {
   starting: "starting",
-  connected: "connected",
+  ready: "connected",
   failed: "failed",
   disabled: "disabled",
   stopped: "cancelled",
 };
 
-function statusOf(s: McpServerConnection, detail: "full" | "toolsAndAuthOnly") {
+const STARTUP: Record<McpServerConnection["state"], z.infer<typeof McpServerStatusUpdatedNotification>["status"] | null> = {
+  starting: "starting",
+  ready: "ready",
+  failed: "failed",
+  stopped: "cancelled",
+  disabled: null,
+};
+
+/** Our extension in each tool's `_meta`: the name the model calls it by (mcp__server__tool). */
+export const MODEL_NAME_META = "agent-app-server/modelName";
+
+/** The `mcpServer/startupStatus/updated` params for a server's current state, or null (disabled). */
+export function startupStatusOf(s: McpServerConnection): z.infer<typeof McpServerStatusUpdatedNotification> | null {
+  const status = STARTUP[s.state];
+  if (status === null) return null;
+  return { threadId: null, name: s.name, environmentId: null, status, error: s.state === "failed" || s.state === "stopped" ? s.unavailableReason() : null, failureReason: null };
+}
+
+function statusOf(s: McpServerConnection, modelNames: ReadonlyMap<string, string>, detail: "full" | "toolsAndAuthOnly") {
   const info = s.serverInfo;
   return {
     name: s.name,
@@ -30,10 +56,16 @@ function statusOf(s: McpServerConnection, detail: "full" | "toolsAndAuthOnly") {
       : null,
     serverCapabilities: detail === "full" ? ((s.capabilities as Record<string, unknown> | null) ?? null) : null,
     toolListMeta: null,
-    tools: Object.fromEntries(s.tools.map((t) => [t.name, t])),
-    toolsError: s.state === "failed" ? s.lastError : null,
-    resources: [],
-    resourceTemplates: [],
+    // Last known tools, also while the server is down (they stay offered to the model).
+    tools: Object.fromEntries(
+      s.tools.map((t) => {
+        const modelName = modelNames.get(`${s.name}\0${t.name}`);
+        return [t.name, modelName ? { ...t, _meta: { ...t._meta, [MODEL_NAME_META]: modelName } } : t];
+      }),
+    ),
+    toolsError: s.state === "failed" ? s.unavailableReason() : null,
+    resources: [] as Resource[],
+    resourceTemplates: [] as ResourceTemplate[],
     authStatus: s.config.kind === "http" && Object.keys(s.config.headers).some((h) => h.toLowerCase() === "authorization") ? ("bearerToken" as const) : ("unsupported" as const),
   };
 }
@@ -42,22 +74,18 @@ export function registerMcpHandlers(conn: Connection, app: AppContext): void {
   const { mcp } = app;
 
   conn.handle("mcpServerStatus/list", async (p) => {
-    await mcp.settled();
     let servers = mcp.list();
     if (p.serverName) servers = servers.filter((s) => s.name === p.serverName);
     const start = p.cursor ? Number(p.cursor) : 0;
     if (!Number.isSafeInteger(start) || start < 0) throw invalidParams(`Invalid params: bad cursor ${p.cursor}`);
     const limit = p.limit ?? 50;
     const page = servers.slice(start, start + limit);
+    const modelNames = new Map(mcp.tools().map((t) => [`${t.server}\0${t.tool.name}`, t.modelName]));
     const data = await Promise.all(
       page.map(async (s) => {
-        const status = statusOf(s, p.detail ?? "full");
-        // Resources only in the full view, and only from servers that offer them.
-        if ((p.detail ?? "full") === "full" && s.state === "connected" && s.capabilities?.resources) {
-          const client = await s.ready().catch(() => null);
-          const listed = await client?.listResources().catch(() => null);
-          if (listed) status.resources = listed.resources as never[];
-        }
+        const status = statusOf(s, modelNames, p.detail ?? "full");
+        // Resources and templates only in the full view, from ready servers that offer them.
+        if ((p.detail ?? "full") === "full") Object.assign(status, await s.resourcesNow());
         return status;
       }),
     );
@@ -89,14 +117,23 @@ export function registerMcpHandlers(conn: Connection, app: AppContext): void {
     }
   });
 
-  conn.handle("mcpServer/resource/read", async (p) => {
+  conn.handle("mcpServer/resource/read", async (p, { signal }) => {
     const server = mcp.server(p.server);
     if (!server) throw invalidParams(`Invalid params: no MCP server named ${p.server}`);
     try {
-      const r = await server.readResource(p.uri);
+      const r = await server.readResource(p.uri, signal);
       return { contents: r.contents, originCallId: null };
     } catch (err) {
       throw invalidRequest(`reading ${p.uri} from MCP server ${p.server} failed: ${(err as Error).message}`);
     }
+  });
+}
+
+/** Sends every state change of every MCP server to `clients()` as mcpServer/startupStatus/updated. */
+export function mcpStatusNotifier(mcp: McpManager, clients: () => Iterable<Connection>): () => void {
+  return mcp.onStateChanged((server) => {
+    const params = startupStatusOf(server);
+    if (params === null) return;
+    for (const c of clients()) if (c.initialized) c.notify("mcpServer/startupStatus/updated", params);
   });
 }
