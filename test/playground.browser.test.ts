@@ -21,6 +21,7 @@ import { closeBrowser, launchBrowser } from "./support/browser.js";
 import { BACKENDS } from "./support/db.js";
 import { REPO_ROOT } from "./support/process.js";
 import { TestClient } from "./support/client.js";
+import { newPlaygroundPage } from "./support/playground.js";
 import { startTurnHarness, turnCompleted, type TurnHarness } from "./support/turns.js";
 
 const SCREENSHOT = path.join(REPO_ROOT, "test-output", "playground.png");
@@ -41,8 +42,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   let h: TurnHarness;
   let browser: Browser;
   let page: Page;
-  const consoleErrors: string[] = [];
-  const consoleText: string[] = [];
+  let consoleErrors: string[];
+  let consoleText: string[];
   /** The WebSocket URLs the page opened. */
   const socketUrls: string[] = [];
 
@@ -50,16 +51,7 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
     browser = (launched as { browser: Browser }).browser;
     h = await startTurnHarness(backend, "openai-chat");
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    // Fail on a missing element well before the test's own timeout, with playwright's message.
-    page.setDefaultTimeout(8_000);
-    page.on("console", (m) => {
-      consoleText.push(m.text());
-      if (m.type() === "error") consoleErrors.push(m.text());
-    });
-    page.on("pageerror", (err) => consoleErrors.push(String(err)));
-    if (process.env.DEBUG_PAGE) page.on("console", (m) => console.log(`[page] ${m.type()}: ${m.text()}`));
-    if (process.env.DEBUG_PAGE) page.on("pageerror", (err) => console.log(`[page] ${err.stack}`));
+    ({ page, errors: consoleErrors, console: consoleText } = await newPlaygroundPage(browser, h.ts.httpUrl));
     page.on("websocket", (ws) => socketUrls.push(ws.url()));
   });
 
@@ -333,7 +325,7 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   });
 
   it("fits a 390 px screen: the top bar on one line, the threads in a drawer, the conversation full width", async () => {
-    const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    const { page: narrow, close } = await newPlaygroundPage(browser, h.ts.httpUrl, { width: 390, height: 844 });
     try {
       await narrow.goto(`${h.ts.httpUrl}/#token=${encodeURIComponent("s3cret/token=+")}`);
       await narrow.locator('#conn-status[data-state="connected"]').waitFor();
@@ -360,13 +352,16 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
       expect(sizes.topbarHeight).toBeLessThan(60);
       expect(sizes.sidebarShown).toBe(false);
       expect(sizes.conversationWidth).toBeGreaterThanOrEqual(380);
+      // The token in use needs no room once connected (it shows again after a refusal).
+      expect(await narrow.isHidden("#connect-form")).toBe(true);
+      expect(await narrow.locator(".topbar h1").evaluate((el) => el.getBoundingClientRect().width)).toBeGreaterThan(60);
       await narrow.screenshot({ path: SCREENSHOT_NARROW });
       await narrow.click("#toggle-sidebar");
       await narrow.locator("#sidebar .thread-entry").first().waitFor();
       expect(await narrow.locator("#sidebar").evaluate((el) => el.getBoundingClientRect().width)).toBeLessThanOrEqual(390);
       await narrow.screenshot({ path: SCREENSHOT_NARROW_DRAWER });
     } finally {
-      await narrow.close();
+      await close();
     }
   });
 });

@@ -52,6 +52,7 @@ function setConnState(kind, text) {
   el.dataset.state = kind;
   el.textContent = text;
   el.title = kind === "connecting" ? "Connecting…" : "Connect again";
+  document.body.dataset.conn = kind; // phones hide the token field while connected (style.css)
   state.connected = kind === "connected";
   updateControls();
 }
