@@ -7,7 +7,8 @@
  * keyless local server). Screenshots, light and dark, desktop and phone: test-output/playground-*.png.
  *
  * Three servers share one mock model: an open one with keys (the harness), one that needs a token
- * and whose default provider has no key, one whose provider is a keyless local server.
+ * and whose default provider has no key, one whose provider is a keyless local server. (One file
+ * over ~300 lines: a browser and three servers take longer to start than these tests to run.)
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";

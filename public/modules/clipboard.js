@@ -30,9 +30,11 @@ export async function copyWithFeedback(button, text, copiedLabel) {
   const label = button.textContent;
   button.dataset.copied = ok ? "yes" : "no";
   if (copiedLabel) button.textContent = ok ? copiedLabel : "Copy failed";
+  const shown = button.textContent;
   setTimeout(() => {
     delete button.dataset.copied;
-    if (copiedLabel) button.textContent = label;
+    // Unless the button was given a new label meanwhile (the id chip of another thread).
+    if (copiedLabel && button.textContent === shown) button.textContent = label;
   }, 1500);
   return ok;
 }

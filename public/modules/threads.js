@@ -132,6 +132,7 @@ export function renderMeta(thread) {
   // The id is long: its last 8 characters, the whole id on hover and copied on click.
   const id = $("thread-id");
   id.hidden = false;
+  delete id.dataset.copied;
   id.textContent = `#${shortId(thread.id)}`;
   id.title = `thread ${thread.id} — click to copy the full id`;
   id.dataset.threadId = thread.id;
