@@ -4,6 +4,7 @@ import type { McpManager } from "./mcp/manager.js";
 import type { Logger } from "./log.js";
 import type { Turn } from "./protocol/thread.js";
 import type { Model } from "./protocol/session.js";
+import type { ProviderCredential } from "./runtime/provider-credentials.js";
 import type { ThreadRuntime } from "./runtime/threads.js";
 import type { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import type { TurnRunner } from "./runtime/turns.js";
@@ -12,6 +13,8 @@ import type { TurnPages } from "./runtime/turn-pages.js";
 export interface ProviderCatalog {
   has(id: string): boolean;
   ids(): Iterable<string>;
+  /** Which providers have a key, need none, or lack one (account/read, modelProvider/list). */
+  credentials(): ProviderCredential[];
 }
 
 export interface AppContext {

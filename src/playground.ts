@@ -1,8 +1,10 @@
 /**
  * The web playground's files, served by the WebSocket transport at GET / and beside it: public/
  * (index.html, style.css, app.js and the ES modules it imports, loaded natively by the browser —
- * no build step) and the one third-party module it uses, markdown-it's self-contained browser
- * build, served from node_modules at /vendor/markdown-it.mjs (no CDN: the page works offline).
+ * no build step) and the two third-party modules it uses, served from node_modules (no CDN: the
+ * page works offline, under a CSP that allows this origin only): markdown-it's self-contained
+ * browser build at /vendor/markdown-it.mjs, and highlight.js's browser build of its common
+ * languages (one ES module, package @highlightjs/cdn-assets) at /vendor/highlight.mjs.
  * Everything is read once, at start-up.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -29,16 +31,22 @@ const TYPES: Record<string, string> = {
 /** public/ next to src/ (tsx) or dist/ (built). */
 const PUBLIC_DIR = fileURLToPath(new URL("../public/", import.meta.url));
 
-/** markdown-it's browser build (an ES module with its dependencies bundled in). */
-function markdownItBrowserBuild(): string {
-  const main = createRequire(import.meta.url).resolve("markdown-it"); // …/markdown-it/dist/markdown-it.cjs.js
-  return path.join(path.dirname(main), "browser", "markdown-it.esm.min.mjs");
-}
+const resolvePackage = createRequire(import.meta.url).resolve;
+
+/** The vendored browser modules: path under the page → where each is in node_modules. */
+const VENDOR: Record<string, () => string> = {
+  // An ES module with its dependencies bundled in; the package's main is …/dist/markdown-it.cjs.js.
+  "vendor/markdown-it.mjs": () => path.join(path.dirname(resolvePackage("markdown-it")), "browser", "markdown-it.esm.min.mjs"),
+  // highlight.js core + ~35 common languages (bash, python, typescript, go, rust, sql, diff …), an ES module.
+  "vendor/highlight.mjs": () => path.join(path.dirname(resolvePackage("@highlightjs/cdn-assets/package.json")), "es", "highlight.min.js"),
+};
 
 /**
  * The files by their path under the page's origin without the leading slash ("index.html",
  * "app.js", "modules/rpc.js", "vendor/markdown-it.mjs"). A missing public/ (a trimmed install)
- * gives an empty map: GET / answers 404 and the server works as before.
+ * gives an empty map: GET / answers 404 and the server works as before. A missing vendor
+ * module is left out: the page checks for each (plain text without markdown-it, no colours
+ * without highlight.js).
  */
 export function loadPlayground(): Map<string, PlaygroundFile> {
   const files = new Map<string, PlaygroundFile>();
@@ -52,10 +60,12 @@ export function loadPlayground(): Map<string, PlaygroundFile> {
     const type = TYPES[path.extname(name)];
     if (type) files.set(name, { type, body: readFileSync(path.join(PUBLIC_DIR, name)) });
   }
-  try {
-    files.set("vendor/markdown-it.mjs", { type: TYPES[".mjs"]!, body: readFileSync(markdownItBrowserBuild()) });
-  } catch {
-    // Not installed: the page falls back to plain text (it checks for the module).
+  for (const [name, locate] of Object.entries(VENDOR)) {
+    try {
+      files.set(name, { type: TYPES[".mjs"]!, body: readFileSync(locate()) });
+    } catch {
+      // Not installed: the page does without it.
+    }
   }
   return files;
 }

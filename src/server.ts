@@ -15,6 +15,7 @@ import { registerSessionHandlers } from "./rpc/handlers/session.js";
 import { registerThreadHandlers } from "./rpc/handlers/threads.js";
 import { registerTurnHandlers } from "./rpc/handlers/turns.js";
 import { registerClientSetupHandlers } from "./rpc/handlers/client-setup.js";
+import { registerCredentialHandlers } from "./rpc/handlers/credentials.js";
 import { HistoryPages } from "./store/history-pages.js";
 import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
@@ -24,6 +25,7 @@ import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
+import { providerCredentials } from "./runtime/provider-credentials.js";
 import { ThreadRuntime } from "./runtime/threads.js";
 import { startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
 import { DEFAULT_STREAM_IDLE_TIMEOUT_MS, TurnRunner, type TurnSettings } from "./runtime/turns.js";
@@ -164,6 +166,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerThreadHandlers(conn, app!);
     registerTurnHandlers(conn, app!);
     registerClientSetupHandlers(conn, app!);
+    registerCredentialHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     registerMcpHandlers(conn, app!);
     registerFileSearchHandlers(conn, app!);
@@ -233,7 +236,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     VERSION,
     log.child({ component: "runtime" }),
   );
-  const knownProviders = Object.keys(DEFAULT_MODELS);
+  const knownProviders = Object.keys(DEFAULT_MODELS) as ProviderId[];
+  const providerOptions = opts.providers ?? providerOptionsFromEnv(process.env);
   const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
   const contextWindow = Number(process.env.APP_SERVER_CONTEXT_WINDOW ?? 0);
   const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
@@ -256,7 +260,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const turns = new TurnRunner(
     runtime,
     turnStore,
-    new ProviderPool(opts.providers ?? providerOptionsFromEnv(process.env)),
+    new ProviderPool(providerOptions),
     {
       maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
       retry: DEFAULT_RETRY,
@@ -288,7 +292,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     turns,
     history,
     models: configuredModels(opts.modelProvider, opts.model),
-    providers: { has: (id) => knownProviders.includes(id), ids: () => knownProviders },
+    providers: {
+      has: (id) => (knownProviders as string[]).includes(id),
+      ids: () => knownProviders,
+      credentials: () => providerCredentials(knownProviders, providerOptions, process.env),
+    },
     turnsOf: (threadId) => history.turnsOf(threadId),
     pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
     mcp,

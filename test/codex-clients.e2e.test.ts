@@ -316,7 +316,8 @@ describe("start-up methods of Codex's clients", () => {
     const env = e as Env;
     const from = env.relay.frames.length;
     const account = await env.c.request("account/read", {});
-    expect(account).toMatchObject({ account: null, requiresOpenaiAuth: false });
+    // The mock provider has a key: an API-key account, and no OpenAI login is required.
+    expect(account).toMatchObject({ account: { type: "apiKey" }, requiresOpenaiAuth: false });
     const config = await env.c.request("config/read", { includeLayers: true, cwd: env.ws.dir });
     expect(config.config).toMatchObject({ model: "mock-model", model_provider: "openai" });
     const req = await env.c.request("configRequirements/read");

@@ -4,8 +4,10 @@
  * server whose model is the mock. Opens the page served at GET /, starts a thread (approval policy
  * picked in the UI), watches a reply stream in, approves a shell command and a patch from the cards
  * inside their items, sees the output, forks at the first turn (the fork gets its own name),
- * reconnects mid-turn (resume after the last seq seen), interrupts a turn; renders Markdown safely;
- * lays out at 390 px. Screenshots go to test-output/playground*.png.
+ * reconnects mid-turn (resume after the last seq seen), stops a turn; renders Markdown safely;
+ * lays out at 390 px. Screenshots go to test-output/playground*.png. The newer features (copy,
+ * highlighting, rename/archive, themes, model picker, shortcuts, token field, folders, the
+ * missing-key warning) are in playground-features.browser.test.ts.
  *
  * The browser (test/support/browser.ts): APP_SERVER_TEST_CHROMIUM if set, else the Chromium of the
  * npm package @sparticuz/chromium, else a chromium on PATH. When none can start, the file is
@@ -19,6 +21,7 @@ import { closeBrowser, launchBrowser } from "./support/browser.js";
 import { BACKENDS } from "./support/db.js";
 import { REPO_ROOT } from "./support/process.js";
 import { TestClient } from "./support/client.js";
+import { newPlaygroundPage } from "./support/playground.js";
 import { startTurnHarness, turnCompleted, type TurnHarness } from "./support/turns.js";
 
 const SCREENSHOT = path.join(REPO_ROOT, "test-output", "playground.png");
@@ -39,8 +42,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   let h: TurnHarness;
   let browser: Browser;
   let page: Page;
-  const consoleErrors: string[] = [];
-  const consoleText: string[] = [];
+  let consoleErrors: string[];
+  let consoleText: string[];
   /** The WebSocket URLs the page opened. */
   const socketUrls: string[] = [];
 
@@ -48,16 +51,7 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
     browser = (launched as { browser: Browser }).browser;
     h = await startTurnHarness(backend, "openai-chat");
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    // Fail on a missing element well before the test's own timeout, with playwright's message.
-    page.setDefaultTimeout(8_000);
-    page.on("console", (m) => {
-      consoleText.push(m.text());
-      if (m.type() === "error") consoleErrors.push(m.text());
-    });
-    page.on("pageerror", (err) => consoleErrors.push(String(err)));
-    if (process.env.DEBUG_PAGE) page.on("console", (m) => console.log(`[page] ${m.type()}: ${m.text()}`));
-    if (process.env.DEBUG_PAGE) page.on("pageerror", (err) => console.log(`[page] ${err.stack}`));
+    ({ page, errors: consoleErrors, console: consoleText } = await newPlaygroundPage(browser, h.ts.httpUrl));
     page.on("websocket", (ws) => socketUrls.push(ws.url()));
   });
 
@@ -74,6 +68,7 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
       ["/modules/items.js", "text/javascript"],
       ["/modules/markdown.js", "text/javascript"],
       ["/vendor/markdown-it.mjs", "text/javascript"],
+      ["/vendor/highlight.mjs", "text/javascript"],
     ] as const) {
       const res = await fetch(`${h.ts.httpUrl}${file}`);
       expect(res.status, file).toBe(200);
@@ -88,6 +83,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     await page.goto(`${h.ts.httpUrl}/#token=${encodeURIComponent(token)}`);
     await page.locator('#conn-status[data-state="connected"]').waitFor();
     expect(new URL(page.url()).hash).toBe("");
+    // A token is in use: its field is shown (to change it), filled in.
+    expect(await page.isVisible("#connect-form")).toBe(true);
     expect(await page.inputValue("#token")).toBe(token);
 
     // A browser cannot set Authorization on a WebSocket: the token goes as ?token= (URL-encoded).
@@ -100,7 +97,12 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     await page.locator("#thread-meta", { hasText: "approval: untrusted" }).waitFor();
     // Where the thread runs: the server's working directory (the thread's cwd), said in the header.
     expect(await page.textContent("#thread-cwd")).toBe(`runs in ${h.ts.home}`);
-    const threadId = (await page.textContent("#thread-meta"))!.match(/thread (\S+)/)![1]!;
+    // The id is shown short (its last 8 characters), the whole of it on hover.
+    const threadId = (await page.getAttribute("#thread-id", "data-thread-id"))!;
+    expect(threadId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await page.textContent("#thread-id")).toBe(`#${threadId.slice(-8)}`);
+    expect(await page.getAttribute("#thread-id", "title")).toContain(threadId);
+    expect(await page.locator(".thread-header").textContent()).not.toContain(threadId);
     await page.locator(`.thread-entry[data-thread-id="${threadId}"].current`).waitFor();
 
     // Turn 1: a reply that pauses mid-stream, so the first half is on screen before the rest exists.
@@ -112,7 +114,10 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     const agentText = page.locator(".item-agentMessage .text").first();
     await page.locator(".item-agentMessage.streaming .text", { hasText: "Hello from" }).waitFor();
     expect((await agentText.textContent())!.trim()).toBe("Hello from");
-    await expect.poll(() => page.textContent("#send")).toBe("Steer");
+    // While it runs, Stop takes Send's place; steering is offered beside it, labelled as such.
+    await page.locator("#stop").waitFor();
+    expect(await page.isHidden("#send")).toBe(true);
+    expect(await page.textContent("#steer")).toBe("Add to turn");
     // Titled by its first message at once, not "(no messages yet)" until the turn completes.
     expect(await page.textContent("#thread-title")).toBe("Say hello");
     await page.locator(`.thread-entry[data-thread-id="${threadId}"] .thread-entry-title`, { hasText: "Say hello" }).waitFor();
@@ -152,7 +157,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
       const output = el.querySelector(".output")!;
       return Boolean(answer.compareDocumentPosition(output) & Node.DOCUMENT_POSITION_FOLLOWING);
     })).toBe(true);
-    expect(await page.isHidden("#interrupt")).toBe(true);
+    expect(await page.isHidden("#stop")).toBe(true);
+    expect(await page.textContent("#send")).toBe("Send");
 
     // The thread list finds the thread by its preview.
     await page.fill("#thread-search", "Say hel");
@@ -169,7 +175,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     expect((await page.locator(".item-agentMessage .text").textContent())!.trim()).toBe("Hello from the mock model.");
     // The fork has its own name, here and in the list.
     expect(await page.textContent("#thread-title")).toBe("Say hello (fork)");
-    const forkId = (await page.textContent("#thread-meta"))!.match(/thread (\S+)/)![1]!;
+    const forkId = (await page.getAttribute("#thread-id", "data-thread-id"))!;
+    expect(forkId).not.toBe(threadId);
     await page.locator(`.thread-entry[data-thread-id="${forkId}"] .thread-entry-title`, { hasText: "Say hello (fork)" }).waitFor();
     expect(await page.locator(`.thread-entry[data-thread-id="${threadId}"] .thread-entry-title`).textContent()).toBe("Say hello");
     // Back to the original: resumed with both turns.
@@ -200,14 +207,14 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
     expect(await third.locator(".item-agentMessage").count()).toBe(1);
     expect(await page.locator(".turn").count()).toBe(3);
 
-    // Interrupt: a reply that never comes, stopped from the header button.
+    // Stop: a reply that never comes, stopped with the button where Send was.
     h.mock.enqueue({ kind: "hang" });
     await page.fill("#input", "Wait for ever");
     await page.click("#send");
-    await page.locator("#interrupt").click();
+    await page.locator("#stop").click();
     await page.locator('.turn[data-status="interrupted"]').waitFor();
-    expect(await page.isHidden("#interrupt")).toBe(true);
-    expect(await page.textContent("#send")).toBe("Send");
+    expect(await page.isHidden("#stop")).toBe(true);
+    expect(await page.isVisible("#send")).toBe(true);
 
     expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
     expect(consoleErrors).toEqual([]);
@@ -318,7 +325,7 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   });
 
   it("fits a 390 px screen: the top bar on one line, the threads in a drawer, the conversation full width", async () => {
-    const narrow = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    const { page: narrow, close } = await newPlaygroundPage(browser, h.ts.httpUrl, { width: 390, height: 844 });
     try {
       await narrow.goto(`${h.ts.httpUrl}/#token=${encodeURIComponent("s3cret/token=+")}`);
       await narrow.locator('#conn-status[data-state="connected"]').waitFor();
@@ -345,13 +352,16 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
       expect(sizes.topbarHeight).toBeLessThan(60);
       expect(sizes.sidebarShown).toBe(false);
       expect(sizes.conversationWidth).toBeGreaterThanOrEqual(380);
+      // The token in use needs no room once connected (it shows again after a refusal).
+      expect(await narrow.isHidden("#connect-form")).toBe(true);
+      expect(await narrow.locator(".topbar h1").evaluate((el) => el.getBoundingClientRect().width)).toBeGreaterThan(60);
       await narrow.screenshot({ path: SCREENSHOT_NARROW });
       await narrow.click("#toggle-sidebar");
       await narrow.locator("#sidebar .thread-entry").first().waitFor();
       expect(await narrow.locator("#sidebar").evaluate((el) => el.getBoundingClientRect().width)).toBeLessThanOrEqual(390);
       await narrow.screenshot({ path: SCREENSHOT_NARROW_DRAWER });
     } finally {
-      await narrow.close();
+      await close();
     }
   });
 });

@@ -3,11 +3,30 @@
 // text is shown as text — images off (nothing is loaded from elsewhere), and only http(s)/mailto
 // links, which open in a new tab without a referrer. What markdown-it emits is the only HTML the
 // page ever inserts; everything else goes in as text. Without the module: plain text.
+//
+// Fenced code gets a head with its language and a Copy button (clipboard.js handles the clicks),
+// and, when the fence names a language highlight.js knows, syntax colours: highlight.js (its
+// browser build of the common languages, /vendor/highlight.mjs) escapes the code itself and
+// returns it wrapped in <span class="hljs-…">, coloured by style.css.
 
 let md = null;
+let hljs = null;
+try {
+  ({ default: hljs } = await import("../vendor/highlight.mjs"));
+} catch {
+  hljs = null; // not installed: code blocks stay uncoloured
+}
+
 try {
   const { default: markdownit } = await import("../vendor/markdown-it.mjs");
-  md = markdownit({ html: false, linkify: true, breaks: false, typographer: false });
+  md = markdownit({
+    html: false,
+    linkify: true,
+    breaks: false,
+    typographer: false,
+    // "" tells markdown-it to escape the code itself (unknown or no language).
+    highlight: (code, lang) => (hljs && lang && hljs.getLanguage(lang) ? hljs.highlight(code, { language: lang, ignoreIllegals: true }).value : ""),
+  });
   md.disable(["image"]);
   const safeLink = /^(https?:|mailto:)/i;
   const defaultValidate = md.validateLink;
@@ -16,6 +35,12 @@ try {
     tokens[idx].attrSet("target", "_blank");
     tokens[idx].attrSet("rel", "noopener noreferrer");
     return self.renderToken(tokens, idx, options);
+  };
+  const fence = md.renderer.rules.fence;
+  md.renderer.rules.fence = (tokens, idx, options, env, self) => {
+    const lang = tokens[idx].info.trim().split(/\s+/)[0] ?? "";
+    const head = `<div class="code-head"><span class="code-lang">${md.utils.escapeHtml(lang || "text")}</span><button type="button" class="copy-code" title="Copy the code">Copy</button></div>`;
+    return `<div class="code-block">${head}${fence(tokens, idx, options, env, self)}</div>\n`;
   };
 } catch {
   md = null;

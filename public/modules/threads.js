@@ -1,30 +1,22 @@
-// Models, the thread list, and opening, starting and forking threads.
+// The thread list, and opening, starting and forking threads; a new thread that starts with the
+// first message (Ctrl/⌘+K); the folders new threads ran in, offered again.
 
 import { $, h, relativeTime, scrollToEnd, shortId, showBanner, truncate } from "./dom.js";
 import { call } from "./connection.js";
 import { state } from "./state.js";
 import { ensureTurn, setThreadStatus, setTurnStatus, updateControls } from "./turns.js";
 import { upsertItem } from "./items.js";
+import { pickedModel, showModelOf } from "./models.js";
 
 export const NO_MESSAGES = "(no messages yet)";
-
-export async function loadModels() {
-  try {
-    const { data } = await state.rpc.request("model/list", {});
-    state.models = data;
-  } catch {
-    state.models = [];
-  }
-  const select = $("new-model");
-  select.replaceChildren(
-    ...state.models.map((m, i) => h("option", { value: String(i), selected: m.isDefault }, `${m.displayName} (${m.modelProvider})`)),
-  );
-}
+const NEW_THREAD = "New thread";
+const RECENT_CWDS_KEY = "agent-app-server.recent-cwds";
+const RECENT_CWDS = 8;
 
 export async function loadThreads(reset) {
   if (!state.rpc) return;
   const requestNo = ++state.threads.requestNo;
-  const params = { limit: 30, sortKey: "updated_at", sortDirection: "desc" };
+  const params = { limit: 30, sortKey: "updated_at", sortDirection: "desc", archived: state.threads.archived };
   if (state.threads.search) params.searchTerm = state.threads.search;
   if (!reset && state.threads.cursor) params.cursor = state.threads.cursor;
   let page;
@@ -41,9 +33,12 @@ export async function loadThreads(reset) {
     const label = threadLabel(t);
     // The open thread may already have a title from its first message (the server's preview comes later).
     list.append(threadEntry(t.id === state.threadId && label === NO_MESSAGES ? { ...t, preview: state.draftTitle ?? "" } : t));
-    if (t.id === state.threadId && label !== NO_MESSAGES) $("thread-title").textContent = truncate(label, 120);
+    if (t.id === state.threadId && label !== NO_MESSAGES && $("rename-input").hidden) $("thread-title").textContent = truncate(label, 120);
   }
-  if (reset && page.data.length === 0) list.append(h("li", { class: "empty" }, state.threads.search ? "No thread matches." : "No threads yet."));
+  if (reset && page.data.length === 0) {
+    const none = state.threads.archived ? "No archived threads." : "No threads yet.";
+    list.append(h("li", { class: "empty" }, state.threads.search ? "No thread matches." : none));
+  }
   state.threads.cursor = page.nextCursor;
   $("more-threads").hidden = !page.nextCursor;
 }
@@ -53,6 +48,7 @@ export function threadLabel(t) {
 }
 
 function threadEntry(t) {
+  const archived = state.threads.archived;
   return h(
     "li",
     {},
@@ -62,10 +58,10 @@ function threadEntry(t) {
         type: "button",
         class: `thread-entry${t.id === state.threadId ? " current" : ""}`,
         dataset: { threadId: t.id },
-        title: t.id,
+        title: `thread ${t.id}`,
         onclick: () => {
           document.body.classList.remove("sidebar-open");
-          openThread(t.id).catch(() => {});
+          openThread(t.id, { archived }).catch(() => {});
         },
       },
       h("span", { class: "thread-entry-title" }, truncate(threadLabel(t), 80)),
@@ -104,12 +100,14 @@ function resetConversation() {
 }
 
 /** Renders a thread/start, thread/resume or thread/fork response. */
-export function showThread(response) {
+export function showThread(response, { archived = false } = {}) {
   const { thread } = response;
   state.threadId = thread.id;
   state.settings = response;
+  state.openArchived = archived;
   resetConversation();
   renderHeader(thread);
+  showModelOf(response);
   for (const turn of thread.turns ?? []) {
     const t = ensureTurn(turn);
     for (const item of turn.items ?? []) upsertItem(turn.id, item, true);
@@ -125,16 +123,32 @@ export function showThread(response) {
 
 export function renderHeader(thread) {
   $("thread-title").textContent = truncate(threadLabel(thread), 120);
+  renderMeta(thread);
+}
+
+/** Everything in the header but the title: id, model, policy, fork, folder, actions. */
+export function renderMeta(thread) {
   const s = state.settings;
-  const parts = [`thread ${thread.id}`];
+  // The id is long: its last 8 characters, the whole id on hover and copied on click.
+  const id = $("thread-id");
+  id.hidden = false;
+  delete id.dataset.copied;
+  id.textContent = `#${shortId(thread.id)}`;
+  id.title = `thread ${thread.id} — click to copy the full id`;
+  id.dataset.threadId = thread.id;
+  const parts = [];
   if (s) parts.push(`${s.model} (${s.modelProvider})`, `approval: ${typeof s.approvalPolicy === "string" ? s.approvalPolicy : "granular"}`);
   if (thread.forkedFromId) parts.push(`forked from ${shortId(thread.forkedFromId)}`);
+  if (state.openArchived) parts.push("archived");
   $("thread-meta").textContent = parts.join(" · ");
   // Where the agent's commands run: the thread's working directory.
   const cwd = $("thread-cwd");
   cwd.hidden = !s?.cwd;
   cwd.textContent = s?.cwd ? `runs in ${s.cwd}` : "";
   cwd.title = s?.cwd ? "The thread's working directory: commands and file changes happen here" : "";
+  $("rename").hidden = false;
+  $("archive").hidden = false;
+  $("archive").textContent = state.openArchived ? "Unarchive" : "Archive";
 }
 
 async function leaveOpenThread() {
@@ -142,11 +156,11 @@ async function leaveOpenThread() {
   if (previous && state.rpc) state.rpc.request("thread/unsubscribe", { threadId: previous }).catch(() => {});
 }
 
-export async function openThread(threadId) {
+export async function openThread(threadId, { archived = false } = {}) {
   if (threadId === state.threadId) return;
   await leaveOpenThread();
   const response = await call("thread/resume", { threadId });
-  showThread(response);
+  showThread(response, { archived });
 }
 
 /** After a reconnect: subscribe again, and replay what was missed (persisted events after lastSeq). */
@@ -154,7 +168,7 @@ export async function resumeOpenThread() {
   const threadId = state.threadId;
   if (state.lastSeq === 0) {
     state.threadId = null;
-    return openThread(threadId);
+    return openThread(threadId, { archived: state.openArchived });
   }
   const response = await call("thread/resume", { threadId, afterSeq: state.lastSeq, excludeTurns: true });
   state.settings = response;
@@ -162,27 +176,60 @@ export async function resumeOpenThread() {
   setThreadStatus(response.thread.status);
 }
 
+/**
+ * No thread open: the first message starts one, with the settings on the left and the picked
+ * model (Ctrl/⌘+K). Nothing is created before that, so trying it leaves no empty threads behind.
+ */
+export async function newDraft() {
+  await leaveOpenThread();
+  state.threadId = null;
+  state.settings = null;
+  state.openArchived = false;
+  resetConversation();
+  $("thread-title").textContent = NEW_THREAD;
+  $("thread-id").hidden = true;
+  $("thread-meta").textContent = "starts with your first message";
+  $("thread-cwd").hidden = true;
+  $("rename").hidden = true;
+  $("archive").hidden = true;
+  setThreadStatus(null);
+  $("conversation").append(
+    h("p", { class: "empty" }, "Type below to start a new thread. Its folder, approval policy and sandbox are set on the left.", h("span", { class: "draft-cwd" })),
+  );
+  showDraftCwd();
+  markCurrentInList();
+  updateControls();
+  document.body.classList.remove("sidebar-open");
+  $("input").focus();
+}
+
+/** The new thread's folder, as the working-directory field says now. */
+export function showDraftCwd() {
+  const el = document.querySelector("#conversation .draft-cwd");
+  if (!el || state.threadId) return;
+  const folder = $("new-cwd").value.trim() || (state.serverCwd ? `${state.serverCwd} (the server's default)` : "the server's default folder");
+  el.textContent = `runs in ${folder}`;
+}
+
 function newThreadParams() {
-  const params = {
-    approvalPolicy: $("new-approval").value,
-    sandbox: $("new-sandbox").value,
-  };
+  const params = { approvalPolicy: $("new-approval").value, sandbox: $("new-sandbox").value };
   const cwd = $("new-cwd").value.trim();
   if (cwd) params.cwd = cwd;
-  const model = state.models[Number($("new-model").value)];
-  if (model) {
-    params.model = model.model;
-    params.modelProvider = model.modelProvider;
-  }
+  const model = pickedModel();
+  if (model) Object.assign(params, model);
   return params;
 }
 
 export async function startThread() {
   await leaveOpenThread();
-  const response = await call("thread/start", newThreadParams());
+  const params = newThreadParams();
+  const response = await call("thread/start", params);
+  if (!params.cwd) {
+    state.serverCwd = response.cwd;
+    $("new-cwd").placeholder = `server default (${response.cwd})`;
+  }
+  rememberCwd(response.cwd);
   showThread(response);
-  // The server's default directory, for the next thread's placeholder.
-  if (!$("new-cwd").value.trim()) $("new-cwd").placeholder = `server default (${response.cwd})`;
   document.body.classList.remove("sidebar-open");
   void loadThreads(true);
   $("input").focus();
@@ -199,4 +246,31 @@ export async function forkAt(turnId) {
   await state.rpc?.request("thread/name/set", { threadId: response.thread.id, name }).catch(() => {});
   showThread({ ...response, thread: { ...response.thread, name } });
   void loadThreads(true);
+}
+
+// ---- the folders new threads ran in (this browser's localStorage), newest first ----
+
+function recentCwds() {
+  try {
+    const list = JSON.parse(localStorage.getItem(RECENT_CWDS_KEY) ?? "[]");
+    return Array.isArray(list) ? list.filter((x) => typeof x === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function rememberCwd(cwd) {
+  if (!cwd) return;
+  const list = [cwd, ...recentCwds().filter((x) => x !== cwd)].slice(0, RECENT_CWDS);
+  try {
+    localStorage.setItem(RECENT_CWDS_KEY, JSON.stringify(list));
+  } catch {
+    // storage disabled: nothing remembered
+  }
+  renderRecentCwds();
+}
+
+/** The working-directory field offers them (a datalist: type, or pick one). */
+export function renderRecentCwds() {
+  $("recent-cwds").replaceChildren(...recentCwds().map((cwd) => h("option", { value: cwd })));
 }

@@ -1,23 +1,36 @@
 // Sending, interrupting, the notifications of the open thread, and the turns they build.
 
-import { $, h, scrollToEnd } from "./dom.js";
+import { $, h, scrollToEnd, truncate } from "./dom.js";
 import { call } from "./connection.js";
 import { state } from "./state.js";
-import { loadThreads, startThread, forkAt, titleFromFirstMessage } from "./threads.js";
+import { loadThreads, startThread, forkAt, renderMeta, titleFromFirstMessage } from "./threads.js";
+import { modelOverrides } from "./models.js";
 import { diffView, upsertItem } from "./items.js";
 
+/**
+ * Enter or Send: a new turn (starting the thread first when none is open), with the picked model
+ * when it differs from the thread's. While a turn runs, the message is added to it instead
+ * (turn/steer: "Add to turn"), read by the agent before its next step.
+ */
 export async function send() {
   const input = $("input");
   const text = input.value.trim();
   if (!text || !state.connected) return;
   const userInput = [{ type: "text", text, text_elements: [] }];
   $("send").disabled = true;
+  $("steer").disabled = true;
   try {
     const threadId = state.threadId ?? (await startThread());
     if (state.activeTurnId) {
       await call("turn/steer", { threadId, expectedTurnId: state.activeTurnId, input: userInput });
     } else {
-      const { turn } = await call("turn/start", { threadId, input: userInput });
+      const model = modelOverrides();
+      const { turn } = await call("turn/start", { threadId, input: userInput, ...model });
+      if (model.model) {
+        // The thread runs on it from now on.
+        state.settings = { ...state.settings, ...model };
+        renderMeta(state.settings.thread);
+      }
       ensureTurn(turn);
       state.activeTurnId = turn.id;
       titleFromFirstMessage(text);
@@ -30,25 +43,29 @@ export async function send() {
   }
 }
 
+/** Stop (or Esc): interrupts the running turn. */
 export async function interrupt() {
   if (!state.threadId || !state.activeTurnId) return;
-  $("interrupt").disabled = true;
+  $("stop").disabled = true;
   try {
     await call("turn/interrupt", { threadId: state.threadId, turnId: state.activeTurnId });
   } catch {
-    $("interrupt").disabled = false;
+    $("stop").disabled = false;
   }
 }
 
+/** While a turn runs, Stop takes Send's place and "Add to turn" (steer) appears beside it. */
 export function updateControls() {
   const running = Boolean(state.activeTurnId);
-  $("send").textContent = running ? "Steer" : "Send";
-  $("send").title = running ? "Add this to the running turn (turn/steer)" : "Start a turn (turn/start)";
+  $("send").hidden = running;
   $("send").disabled = !state.connected;
+  $("stop").hidden = !running;
+  if (!running) $("stop").disabled = false;
+  $("steer").hidden = !running;
+  $("steer").disabled = !state.connected;
+  $("input").placeholder = running ? "The agent is working… a message here is added to the running turn" : state.threadId ? "Ask the agent…" : "Ask the agent… (starts a new thread)";
+  $("composer-hint").textContent = running ? "Enter adds to the turn · Esc stops" : "Enter sends · Shift+Enter new line";
   $("new-thread").disabled = !state.connected;
-  const interruptButton = $("interrupt");
-  interruptButton.hidden = !running;
-  if (!running) interruptButton.disabled = false;
   for (const t of state.turns.values()) t.fork.disabled = !state.connected || t.turn.status === "inProgress";
 }
 
@@ -67,7 +84,7 @@ export function onNotification(method, params) {
       setThreadStatus(params.status);
       break;
     case "thread/name/updated":
-      $("thread-title").textContent = params.threadName || $("thread-title").textContent;
+      if (params.threadName) $("thread-title").textContent = truncate(params.threadName, 120);
       void loadThreads(true);
       break;
     case "turn/started": {

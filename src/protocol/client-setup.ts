@@ -1,6 +1,6 @@
 /**
  * Methods Codex's own clients (the TUI, `codex exec`, the IDE extension) call at start-up and
- * during a session to learn about the server: account, config, requirements, skills, hooks,
+ * during a session to learn about the server: config, requirements, skills, hooks,
  * collaboration modes, permission profiles, goals, background terminals. Shapes follow Codex
  * 0.171's v2 schema; the content is this server's truth (no OpenAI account, no skills…).
  */
@@ -10,18 +10,7 @@ import { ApprovalsReviewer, AskForApproval, JsonValue, SandboxMode } from "./com
 const Empty = z.object({}).passthrough();
 const ThreadId = z.string().min(1, "threadId must not be empty");
 
-// ---- account/read, account/bedrock/checkGovCloudRequirements ----------------------------------
-
-export const GetAccountParams = z.object({ refreshToken: z.boolean().optional() }).meta({ id: "GetAccountParams" });
-export const GetAccountResponse = z
-  .object({
-    /** Always null here: this server has no OpenAI/ChatGPT account; models use the SDKs' keys. */
-    account: z.null(),
-    userId: z.string().nullable(),
-    requiresOpenaiAuth: z.boolean(),
-    workspaceRouting: z.null(),
-  })
-  .meta({ id: "GetAccountResponse" });
+// ---- account/bedrock/checkGovCloudRequirements (account/read: credentials.ts) ----------------
 
 export const BedrockCheckGovCloudRequirementsParams = Empty.meta({ id: "BedrockCheckGovCloudRequirementsParams" });
 export const BedrockCheckGovCloudRequirementsResponse = z

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import * as C from "./client-setup.js";
+import * as K from "./credentials.js";
 import * as FS from "./file-search.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
@@ -43,7 +44,8 @@ export const clientRequests = {
   "thread/items/list": { params: P.ThreadItemsListParams, result: P.ThreadItemsListResponse },
   "thread/goal/get": { params: C.ThreadGoalGetParams, result: C.ThreadGoalGetResponse },
   "thread/backgroundTerminals/list": { params: C.ThreadBackgroundTerminalsListParams, result: C.ThreadBackgroundTerminalsListResponse },
-  "account/read": { params: C.GetAccountParams, result: C.GetAccountResponse },
+  "account/read": { params: K.GetAccountParams, result: K.GetAccountResponse },
+  "modelProvider/list": { params: K.ModelProviderListParams, result: K.ModelProviderListResponse },
   "account/bedrock/checkGovCloudRequirements": { params: C.BedrockCheckGovCloudRequirementsParams, result: C.BedrockCheckGovCloudRequirementsResponse },
   "config/read": { params: C.ConfigReadParams, result: C.ConfigReadResponse },
   "configRequirements/read": { params: C.ConfigRequirementsReadParams, result: C.ConfigRequirementsReadResponse },

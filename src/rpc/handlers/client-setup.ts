@@ -1,9 +1,9 @@
 /**
- * What Codex's clients ask a server about itself before and during a session (account, config,
+ * What Codex's clients ask a server about itself before and during a session (config,
  * requirements, skills, hooks, collaboration modes, permission profiles, goals, background
- * terminals). Every answer describes this server truthfully: no OpenAI account is needed (model
- * credentials are the server's own), the config is the defaults new threads get, and features
- * this server does not have (skills, goals, background terminals) are answered empty.
+ * terminals; account/read is in credentials.ts). Every answer describes this server truthfully:
+ * the config is the defaults new threads get, and features this server does not have (skills,
+ * goals, background terminals) are answered empty.
  */
 import path from "node:path";
 import type { AppContext } from "../../app-context.js";
@@ -17,7 +17,6 @@ import { withThread } from "./threads.js";
 export function registerClientSetupHandlers(conn: Connection, app: AppContext): void {
   const d = app.runtime.defaults;
 
-  conn.handle("account/read", () => ({ account: null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null }));
   conn.handle("account/bedrock/checkGovCloudRequirements", () => ({ isGovCloud: false, shouldWarn: false }));
 
   conn.handle("config/read", (p) => {
