@@ -8,7 +8,7 @@
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import { ndJsonStream } from "@agentclientprotocol/sdk/unstable";
-import { ConfigError, resolveServeConfig } from "../config.js";
+import { ConfigError, loadApiKeyFiles, resolveServeConfig } from "../config.js";
 import { createLogger, routeConsoleWarnings, type Logger } from "../log.js";
 import { AcpBridge, acpAgent } from "./bridge.js";
 import { connectRemoteEngine, startEmbeddedEngine, type Engine } from "./engine.js";
@@ -100,7 +100,11 @@ function embeddedConfig(engineArgs: string[], env: NodeJS.ProcessEnv) {
 
 function startEngine(cmd: AcpCommand, env: NodeJS.ProcessEnv, log: Logger): Promise<Engine> {
   if (cmd.remote) return connectRemoteEngine(cmd.remote, cmd.token);
-  return startEmbeddedEngine(embeddedConfig(cmd.engineArgs, env), env, log);
+  const config = embeddedConfig(cmd.engineArgs, env);
+  // As serve does: keys from *_API_KEY_FILE, and those files hidden from sandboxed commands.
+  const keyFiles = loadApiKeyFiles(env);
+  if (keyFiles.length > 0) config.secretFiles = [...(config.secretFiles ?? []), ...keyFiles];
+  return startEmbeddedEngine(config, env, log);
 }
 
 /** Anything a library prints with console.log would corrupt the ACP stream: it goes to stderr. */
@@ -130,7 +134,7 @@ export async function runAcp(args: string[]): Promise<number> {
   keepStdoutForAcp();
   const log = createLogger(process.env.APP_SERVER_LOG_LEVEL || "warn");
   routeConsoleWarnings(log);
-  const engine = startEngine(cmd, process.env, log);
+  const engine = (async () => startEngine(cmd, process.env, log))();
   // The failure is also every request's answer (the editor shows it); stderr says it at once.
   engine.catch((err: Error) => process.stderr.write(`app-server acp: ${err.message}\n`));
   const bridge = new AcpBridge({ engine, log, defaultMode: cmd.mode });

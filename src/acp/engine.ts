@@ -8,7 +8,7 @@
 import { PassThrough } from "node:stream";
 import type { AuthMethod } from "@agentclientprotocol/sdk/unstable";
 import { RpcClient, type MessageChannel } from "../client/rpc-client.js";
-import { API_KEY_VARIABLES, loadApiKeyFiles, missingApiKeyWarning, type ServerConfig } from "../config.js";
+import { API_KEY_VARIABLES, missingApiKeyWarning, type ServerConfig } from "../config.js";
 import type { Logger } from "../log.js";
 import { startServer, type RunningServer } from "../server.js";
 import { describeStartError } from "../start-error.js";
@@ -23,7 +23,7 @@ export interface Engine {
   authMethods(): AuthMethod[];
   /** Whether turns cannot run until the user provides a key (authenticate checks again). */
   needsAuth(): boolean;
-  /** `authenticate`: re-reads the key (its variable, or the file its `_FILE` variable names); throws when still missing. */
+  /** `authenticate`: checks again; throws while the key is still missing (it comes from the agent's environment). */
   authenticate(methodId: string): void;
   close(): Promise<void>;
 }
@@ -97,14 +97,13 @@ export async function startEmbeddedEngine(config: ServerConfig, env: NodeJS.Proc
             {
               id: `${variable}`,
               name: `Set ${variable}`,
-              description: `The ${config.modelProvider} provider needs an API key: set ${variable} in this agent's environment (the editor's agent settings), or write it to a file and set ${variable}_FILE to its path, then authenticate again.`,
+              description: `The ${config.modelProvider} provider needs an API key: set ${variable} (or ${variable}_FILE, a file holding it) in this agent's environment — the editor's settings for this agent — and restart the agent.`,
             },
           ]
         : [],
     authenticate: (methodId) => {
       if (methodId !== variable) throw new Error(`unknown authentication method ${methodId}`);
-      if (env[`${variable}_FILE`]) loadApiKeyFiles(env);
-      if (missing()) throw new Error(`${variable} is still not set (nor a readable ${variable}_FILE)`);
+      if (missing()) throw new Error(`${variable} is not set in this agent's environment: set it in the editor's settings for this agent and restart the agent`);
     },
     close: async () => {
       await codex.close();
