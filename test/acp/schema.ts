@@ -77,3 +77,28 @@ export function acpSchemaProblems(wire: WireMessage[]): string[] {
   }
   return problems;
 }
+
+/** Methods an agent sends (client-side methods, and the protocol's own). */
+const AGENT_SENT = /^(session\/update|session\/request_permission|fs\/|terminal\/|elicitation\/|\$\/)/;
+
+/**
+ * A transcript of both directions without sender marks (acpx --format json prints one) as a wire:
+ * requests and notifications by their method; a response by which side has a request of that id
+ * open — and where both do, a permission answer (it has `outcome`) is the client's.
+ */
+export function wireOf(messages: Array<Record<string, any>>): WireMessage[] {
+  const open = { agent: new Set<string | number>(), client: new Set<string | number>() };
+  return messages.map((message) => {
+    if (typeof message.method === "string") {
+      const from = AGENT_SENT.test(message.method) ? "agent" : "client";
+      if (message.id !== undefined) open[from].add(message.id);
+      return { from, message };
+    }
+    const byClient = open.client.has(message.id);
+    const byAgent = open.agent.has(message.id);
+    const answersAgent = byAgent && (!byClient || (message.result && "outcome" in message.result));
+    const from = answersAgent ? "client" : "agent";
+    open[answersAgent ? "agent" : "client"].delete(message.id);
+    return { from, message };
+  });
+}
