@@ -35,10 +35,7 @@ const StdioServer = z
 const HttpServer = z
   .object({ url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }), http_headers: z.record(z.string(), z.string()).default({}), startup_timeout_sec: startupTimeout })
   .strict();
-const Servers = z.record(
-  z.string().regex(NAME, "server names use letters, digits, _ and - (at most 48)"),
-  z.union([StdioServer, HttpServer], { error: "expected {command, args?, env?, cwd?} (stdio) or {url, http_headers?} (HTTP)" }),
-);
+const Servers = z.record(z.string(), z.union([StdioServer, HttpServer], { error: "expected {command, args?, env?, cwd?} (stdio) or {url, http_headers?} (HTTP)" }));
 export type ThreadMcpServersConfig = z.infer<typeof Servers>;
 
 export class ThreadMcpConfigError extends Error {}
@@ -59,6 +56,8 @@ export function normalizeThreadConfig(config: Record<string, unknown> | null | u
     else out[k] = v;
   }
   if (servers === undefined) return out;
+  const badName = Object.keys(servers).find((name) => !NAME.test(name));
+  if (badName !== undefined) throw new ThreadMcpConfigError(`config.${KEY}: ${JSON.stringify(badName)}: server names use letters, digits, _ and - (at most 48)`);
   const parsed = Servers.safeParse(servers);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
