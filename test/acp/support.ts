@@ -10,6 +10,7 @@ import {
   client,
   ndJsonStream,
   type ClientConnection,
+  type ContentBlock,
   type RequestPermissionRequest,
   type RequestPermissionResponse,
   type SessionNotification,
@@ -152,4 +153,4 @@ export function spawnAcp(args: string[], env: Record<string, string> = {}, cwd =
   return new AcpAgentProcess(child);
 }
 
-export const textBlock = (text: string) => ({ type: "text" as const, text });
+export const textBlock = (text: string): ContentBlock => ({ type: "text", text });
