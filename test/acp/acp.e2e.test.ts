@@ -332,6 +332,25 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     }
   });
 
+  it("slash commands: /compact compacts the thread, /review runs a review turn", async () => {
+    const sessionId = await newSession(workspace());
+    r.mock.enqueue({ text: "first answer" });
+    await prompt(sessionId, "Something to compact");
+    r.mock.enqueue({ text: "The summary." });
+    expect((await prompt(sessionId, "/compact")).stopReason).toBe("end_turn");
+    const compaction = ofKind(a.updatesOf(sessionId), "tool_call").find((u) => u.title === "Compact the conversation")!;
+    expect(last(a.toolCall(sessionId, compaction.toolCallId))).toMatchObject({ status: "completed" });
+
+    const seen = a.updatesOf(sessionId).length;
+    r.mock.enqueue({ text: "Looks good to me." });
+    expect((await prompt(sessionId, "/review focus on naming")).stopReason).toBe("end_turn");
+    expect(JSON.stringify(last(r.mock.requests).body)).toContain("focus on naming");
+    const review = a.updatesOf(sessionId).slice(seen);
+    expect(ofKind(review, "tool_call").map((u) => u.title)).toEqual(["Review: focus on naming", "Review finished"]);
+    expect(a.agentText(sessionId, seen)).toBe("Looks good to me.");
+    await expect(prompt(sessionId, "/review-branch")).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("base branch") });
+  });
+
   it("session/load in a new agent process replays the history before it answers", async () => {
     const cwd = workspace();
     const sessionId = await newSession(cwd);
