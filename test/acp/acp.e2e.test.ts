@@ -77,7 +77,7 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
   const start = async () => {
     a = r.spawn();
     checked = 0;
-    await a.initialize({ terminalOutput: false });
+    await a.initialize({ terminalOutput: false, elicitation: true });
   };
   const newSession = async (cwd: string, extra: Record<string, unknown> = {}) => (await a.agent.request("session/new", { cwd, mcpServers: [], ...extra })).sessionId;
   const prompt = (sessionId: string, text: string): Promise<PromptResponse> => a.agent.request("session/prompt", { sessionId, prompt: [textBlock(text)] });
@@ -96,6 +96,8 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     r.mock.reset();
     a.onPermission = () => ({ outcome: { outcome: "cancelled" } });
     a.permissionRequests.length = 0;
+    a.elicitations.length = 0;
+    a.onElicitation = () => ({ action: "decline" });
     for (const c of cleanups.splice(0)) c();
     const problems = acpSchemaProblems(a.wire.slice(checked));
     checked = a.wire.length;
@@ -326,6 +328,18 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
         const final = last(a.toolCall(sessionId, call.toolCallId));
         expect(final).toMatchObject({ status: "completed", content: [{ type: "content", content: { type: "text", text: said } }] });
       }
+      expect(a.permissionRequests).toHaveLength(0); // echo says it only reads
+
+      // A tool that may act is asked about (the MCP approval as a permission request); the
+      // server's own question (an MCP elicitation) goes to the editor as elicitation/create.
+      a.onPermission = choose("allow_once");
+      a.onElicitation = () => ({ action: "accept", content: { answer: "forty-two" } });
+      r.mock.enqueue({ toolCalls: [{ name: "mcp__local_tools__ask", arguments: { question: "The answer?" } }] }, { text: "asked" });
+      await prompt(sessionId, "Ask me");
+      const ask = last(ofKind(a.updatesOf(sessionId), "tool_call"));
+      expect(a.permissionRequests.map((p) => [p.toolCall.toolCallId, p.toolCall.title])).toEqual([[ask.toolCallId, "local_tools: ask"]]);
+      expect(a.elicitations).toEqual([expect.objectContaining({ sessionId, mode: "form", message: "The answer?" })]);
+      expect(last(a.toolCall(sessionId, ask.toolCallId))).toMatchObject({ status: "completed", content: [{ content: { text: 'elicitation: accept {"answer":"forty-two"}' } }] });
     } finally {
       http.kill();
       rmSync(path.dirname(portFile), { recursive: true, force: true });

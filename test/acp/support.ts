@@ -11,6 +11,8 @@ import {
   ndJsonStream,
   type ClientConnection,
   type ContentBlock,
+  type CreateElicitationRequest,
+  type CreateElicitationResponse,
   type RequestPermissionRequest,
   type RequestPermissionResponse,
   type SessionNotification,
@@ -51,6 +53,9 @@ export class AcpAgentProcess {
   readonly permissionRequests: RequestPermissionRequest[] = [];
   readonly connection: ClientConnection;
   readonly exited: Promise<number | null>;
+  readonly elicitations: CreateElicitationRequest[] = [];
+  /** How elicitation/create is answered (when the test announced the capability). */
+  onElicitation: (req: CreateElicitationRequest) => CreateElicitationResponse = () => ({ action: "decline" });
   /** How permission requests are answered (tests swap it). */
   onPermission: PermissionHandler = () => ({ outcome: { outcome: "cancelled" } });
   private waiters: Array<{ match: () => boolean; resolve: () => void }> = [];
@@ -72,6 +77,10 @@ export class AcpAgentProcess {
         this.permissionRequests.push(params);
         this.check();
         return this.onPermission(params, signal);
+      })
+      .onRequest("elicitation/create", ({ params }) => {
+        this.elicitations.push(params);
+        return this.onElicitation(params);
       });
     this.connection = app.connect(ndJsonStream(Writable.toWeb(toAgent) as WritableStream<Uint8Array>, Readable.toWeb(fromAgent) as ReadableStream<Uint8Array>));
     void capabilities;
