@@ -8,10 +8,8 @@
  */
 import path from "node:path";
 import {
-  agent,
   PROTOCOL_VERSION,
   RequestError,
-  type AgentApp,
   type AgentContext,
   type ClientCapabilities,
   type InitializeResponse,
@@ -20,13 +18,14 @@ import {
   type SessionInfo,
 } from "@agentclientprotocol/sdk/unstable";
 import type { Logger } from "../log.js";
-import type { Model } from "../protocol/session.js";
-import type { ThreadStartResponse } from "../protocol/thread.js";
+import type { Thread, ThreadStartResponse } from "../protocol/thread.js";
 import { VERSION } from "../version.js";
+import { ConfigOptions } from "./config-options.js";
 import type { Engine } from "./engine.js";
 import { availableModes, isModeId, modeOfSettings, modeState, threadSettingsOf, type ModeId } from "./modes.js";
 import { AVAILABLE_COMMANDS } from "./prompt.js";
-import { AcpSession, asRequestError } from "./session.js";
+import { asRequestError } from "./outcome.js";
+import { AcpSession } from "./session.js";
 
 export interface BridgeOptions {
   /** The engine, starting (its failure is the answer to every request). */
@@ -47,18 +46,26 @@ export function mcpServersConfig(servers: McpServer[] | undefined): Record<strin
   return { mcp_servers: out };
 }
 
-function absolute(cwd: string, what = "cwd"): string {
-  if (!path.isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, `${what} must be an absolute path`);
-  return cwd;
+interface SessionTarget {
+  cwd: string;
+  mcpServers?: McpServer[];
+  additionalDirectories?: string[];
 }
 
-const modelValue = (provider: string, model: string) => `${provider}/${model}`;
+/** The session's directory and extra roots; ACP requires absolute paths. */
+function targetOf(p: SessionTarget): { cwd: string; roots: string[] } {
+  const absolute = (dir: string, what: string) => {
+    if (!path.isAbsolute(dir)) throw RequestError.invalidParams({ [what]: dir }, `${what} must be an absolute path (got ${dir})`);
+    return dir;
+  };
+  return { cwd: absolute(p.cwd, "cwd"), roots: (p.additionalDirectories ?? []).map((d) => absolute(d, "additionalDirectories")) };
+}
 
 export class AcpBridge {
   private editor: AgentContext | null = null;
   private capabilities: ClientCapabilities = {};
   private readonly sessions = new Map<string, AcpSession>();
-  private models: Model[] | null = null;
+  private options!: ConfigOptions;
   private wired: Engine | null = null;
 
   constructor(private readonly opts: BridgeOptions) {}
@@ -80,6 +87,7 @@ export class AcpBridge {
 
   private wire(engine: Engine): void {
     const { codex } = engine;
+    this.options = new ConfigOptions(codex);
     codex.onNotification((method, params) => {
       const threadId: unknown = params?.threadId ?? params?.thread?.id;
       if (typeof threadId === "string") this.sessions.get(threadId)?.onNotification(method, params);
@@ -159,30 +167,31 @@ export class AcpBridge {
   }
 
   private async sessionState(session: AcpSession) {
-    return { modes: modeState(session.settings.mode), configOptions: await this.configOptions(session) };
+    return { modes: modeState(session.settings.mode), configOptions: await this.options.of(session.settings) };
   }
 
   private commandsOf(session: AcpSession): void {
     session.send({ sessionUpdate: "available_commands_update", availableCommands: AVAILABLE_COMMANDS });
   }
 
-  async newSession(p: { cwd: string; mcpServers?: McpServer[]; additionalDirectories?: string[] }) {
-    const { codex } = await this.ready();
-    const cwd = absolute(p.cwd);
-    const roots = (p.additionalDirectories ?? []).map((d) => absolute(d, "additionalDirectories"));
+  /** A Codex request on behalf of a session: an unknown thread is ACP's session-not-found. */
+  private async call<T = any>(method: string, params: Record<string, unknown>, sessionId = ""): Promise<T> {
+    const { codex } = await this.engine();
+    try {
+      return await codex.request<T>(method, params);
+    } catch (err) {
+      if (sessionId && (err as { code?: number }).code === -32600 && /thread not found/.test((err as Error).message)) throw RequestError.sessionNotFound(sessionId);
+      throw asRequestError(err, sessionId);
+    }
+  }
+
+  async newSession(p: SessionTarget) {
+    await this.ready();
+    const { cwd, roots } = targetOf(p);
     const mode = this.opts.defaultMode;
     const settings = threadSettingsOf(mode);
-    let r: ThreadStartResponse;
-    try {
-      r = await codex.request("thread/start", {
-        cwd,
-        ...settings,
-        ...(roots.length > 0 && settings.sandbox === "workspace-write" ? { runtimeWorkspaceRoots: roots } : {}),
-        config: mcpServersConfig(p.mcpServers),
-      });
-    } catch (err) {
-      throw asRequestError(err, "");
-    }
+    const roomy = roots.length > 0 && settings.sandbox === "workspace-write";
+    const r = await this.call<ThreadStartResponse>("thread/start", { cwd, ...settings, ...(roomy ? { runtimeWorkspaceRoots: roots } : {}), config: mcpServersConfig(p.mcpServers) });
     const session = this.open(r.thread.id, r, mode, roots);
     // After the response (the editor learns the session id from it).
     setTimeout(() => this.commandsOf(session), 0);
@@ -190,54 +199,37 @@ export class AcpBridge {
   }
 
   /** session/load (replay: the history as updates before the response) and session/resume (none). */
-  async loadSession(p: { sessionId: string; cwd: string; mcpServers?: McpServer[]; additionalDirectories?: string[] }, replay: boolean) {
-    const { codex } = await this.ready();
-    const cwd = absolute(p.cwd);
-    const roots = (p.additionalDirectories ?? []).map((d) => absolute(d, "additionalDirectories"));
-    let r: ThreadStartResponse & { thread: { turns: any[] } };
-    try {
-      r = await codex.request("thread/resume", { threadId: p.sessionId, cwd, config: mcpServersConfig(p.mcpServers), ...(replay ? {} : { excludeTurns: true }) });
-    } catch (err) {
-      if ((err as { code?: number }).code === -32600 && /thread not found/.test((err as Error).message)) throw RequestError.sessionNotFound(p.sessionId);
-      throw asRequestError(err, p.sessionId);
-    }
+  async loadSession(p: SessionTarget & { sessionId: string }, replay: boolean) {
+    await this.ready();
+    const { cwd, roots } = targetOf(p);
+    const params = { threadId: p.sessionId, cwd, config: mcpServersConfig(p.mcpServers), ...(replay ? {} : { excludeTurns: true }) };
+    const r = await this.call<ThreadStartResponse>("thread/resume", params, p.sessionId);
     const session = this.open(p.sessionId, r, modeOfSettings(r.approvalPolicy, r.sandbox), roots);
     if (replay) session.replay(r.thread.turns);
     this.commandsOf(session);
     return this.sessionState(session);
   }
 
-  async forkSession(p: { sessionId: string; cwd: string; mcpServers?: McpServer[]; additionalDirectories?: string[] }) {
-    const { codex } = await this.ready();
-    const cwd = absolute(p.cwd);
-    const roots = (p.additionalDirectories ?? []).map((d) => absolute(d, "additionalDirectories"));
-    let r: ThreadStartResponse;
-    try {
-      r = await codex.request("thread/fork", { threadId: p.sessionId, cwd, excludeTurns: true, ...(p.mcpServers ? { config: mcpServersConfig(p.mcpServers) } : {}) });
-    } catch (err) {
-      if ((err as { code?: number }).code === -32600 && /thread not found/.test((err as Error).message)) throw RequestError.sessionNotFound(p.sessionId);
-      throw asRequestError(err, p.sessionId);
-    }
+  async forkSession(p: SessionTarget & { sessionId: string }) {
+    await this.ready();
+    const { cwd, roots } = targetOf(p);
+    const params = { threadId: p.sessionId, cwd, excludeTurns: true, ...(p.mcpServers ? { config: mcpServersConfig(p.mcpServers) } : {}) };
+    const r = await this.call<ThreadStartResponse>("thread/fork", params, p.sessionId);
     const session = this.open(r.thread.id, r, modeOfSettings(r.approvalPolicy, r.sandbox), roots);
     setTimeout(() => this.commandsOf(session), 0);
     return { sessionId: session.id, ...(await this.sessionState(session)) };
   }
 
   async listSessions(p: { cwd?: string | null; cursor?: string | null; archived?: string | null }): Promise<{ sessions: SessionInfo[]; nextCursor: string | null }> {
-    const { codex } = await this.engine();
-    const archived = p.archived === "only";
-    const page = await codex
-      .request("thread/list", { limit: 50, sortKey: "updated_at", ...(p.cwd ? { cwd: p.cwd } : {}), ...(p.cursor ? { cursor: p.cursor } : {}), ...(archived ? { archived: true } : {}) })
-      .catch((err: unknown) => {
-        throw asRequestError(err, "");
-      });
-    const sessions: SessionInfo[] = page.data.map((t: any) => ({
+    const filters = { ...(p.cwd ? { cwd: p.cwd } : {}), ...(p.cursor ? { cursor: p.cursor } : {}), ...(p.archived === "only" ? { archived: true } : {}) };
+    const page = await this.call<{ data: Thread[]; nextCursor: string | null }>("thread/list", { limit: 50, sortKey: "updated_at", ...filters });
+    const sessions: SessionInfo[] = page.data.map((t) => ({
       sessionId: t.id,
       cwd: t.cwd,
       title: t.name ?? (t.preview || null),
       updatedAt: new Date(t.updatedAt * 1000).toISOString(),
     }));
-    return { sessions, nextCursor: page.nextCursor ?? null };
+    return { sessions, nextCursor: page.nextCursor };
   }
 
   async closeSession(sessionId: string): Promise<void> {
@@ -248,48 +240,23 @@ export class AcpBridge {
   }
 
   async archive(sessionId: string, archived: boolean): Promise<void> {
-    const { codex } = await this.engine();
     if (archived && this.sessions.has(sessionId)) await this.closeSession(sessionId);
-    await codex.request(archived ? "thread/archive" : "thread/unarchive", { threadId: sessionId }).catch((err: unknown) => {
-      throw asRequestError(err, sessionId);
-    });
+    await this.call(archived ? "thread/archive" : "thread/unarchive", { threadId: sessionId }, sessionId);
   }
 
   /** The title as stored (trimmed; an empty one clears the name). */
   async setTitle(sessionId: string, title: string): Promise<{ title: string }> {
-    const { codex } = await this.engine();
-    await codex.request("thread/name/set", { threadId: sessionId, name: title }).catch((err: unknown) => {
-      throw asRequestError(err, sessionId);
-    });
+    await this.call("thread/name/set", { threadId: sessionId, name: title }, sessionId);
     return { title: title.trim() };
   }
 
   // ---- modes and config options ------------------------------------------------------------
 
-  private async modelList(): Promise<Model[]> {
-    if (this.models === null) {
-      const { codex } = await this.engine();
-      this.models = ((await codex.request("model/list", {})) as { data: Model[] }).data.filter((m) => !m.hidden);
-    }
-    return this.models;
-  }
-
-  private async configOptions(session: AcpSession): Promise<SessionConfigOption[]> {
-    const { mode, model, modelProvider } = session.settings;
-    const current = modelValue(modelProvider, model);
-    const models = (await this.modelList()).map((m) => ({ value: modelValue(m.modelProvider, m.model), name: m.displayName, description: m.description }));
-    if (!models.some((m) => m.value === current)) models.unshift({ value: current, name: model, description: `${model} via the ${modelProvider} provider` });
-    return [
-      { id: "mode", name: "Mode", category: "mode", type: "select", currentValue: mode, options: availableModes().map((m) => ({ value: m.id, name: m.name, description: m.description ?? null })) },
-      { id: "model", name: "Model", category: "model", type: "select", currentValue: current, options: models },
-    ];
-  }
-
   setMode(sessionId: string, modeId: string): void {
     const session = this.session(sessionId);
     if (!isModeId(modeId)) throw RequestError.invalidParams({ modeId }, `unknown mode ${modeId} (modes: ${availableModes().map((m) => m.id).join(", ")})`);
     session.setMode(modeId);
-    void this.configOptions(session).then((configOptions) => session.send({ sessionUpdate: "config_option_update", configOptions }));
+    void this.options.of(session.settings).then((configOptions) => session.send({ sessionUpdate: "config_option_update", configOptions }));
   }
 
   async setConfigOption(sessionId: string, configId: string, value: unknown): Promise<{ configOptions: SessionConfigOption[] }> {
@@ -299,11 +266,11 @@ export class AcpBridge {
       session.setMode(value);
       session.send({ sessionUpdate: "current_mode_update", currentModeId: value });
     } else if (configId === "model") {
-      const choice = (await this.modelList()).find((m) => modelValue(m.modelProvider, m.model) === value);
+      const choice = await this.options.model(value);
       if (!choice) throw RequestError.invalidParams({ value }, `unknown model ${String(value)}`);
       session.setModel(choice.model, choice.modelProvider);
     } else throw RequestError.invalidParams({ configId }, `unknown config option ${configId} (options: mode, model)`);
-    return { configOptions: await this.configOptions(session) };
+    return { configOptions: await this.options.of(session.settings) };
   }
 
   // ---- prompts -----------------------------------------------------------------------------
@@ -324,40 +291,4 @@ export class AcpBridge {
     const engine = await this.opts.engine.catch(() => null);
     await engine?.close();
   }
-}
-
-/** The agent app: ACP methods → the bridge. */
-export function acpAgent(bridge: AcpBridge): AgentApp {
-  return agent({ name: "agent-app-server" })
-    .onConnect((connection) => bridge.attach(connection.client))
-    .onRequest("initialize", ({ params }) => bridge.initialize(params.clientCapabilities))
-    .onRequest("authenticate", async ({ params }) => {
-      await bridge.authenticate(params.methodId);
-      return {};
-    })
-    .onRequest("session/new", ({ params }) => bridge.newSession(params))
-    .onRequest("session/load", ({ params }) => bridge.loadSession(params, true))
-    .onRequest("session/resume", ({ params }) => bridge.loadSession(params, false))
-    .onRequest("session/fork", ({ params }) => bridge.forkSession(params))
-    .onRequest("session/list", ({ params }) => bridge.listSessions(params))
-    .onRequest("session/close", async ({ params }) => {
-      await bridge.closeSession(params.sessionId);
-      return {};
-    })
-    .onRequest("session/archive", async ({ params }) => {
-      await bridge.archive(params.sessionId, true);
-      return {};
-    })
-    .onRequest("session/unarchive", async ({ params }) => {
-      await bridge.archive(params.sessionId, false);
-      return {};
-    })
-    .onRequest("session/set_title", ({ params }) => bridge.setTitle(params.sessionId, params.title))
-    .onRequest("session/set_mode", ({ params }) => {
-      bridge.setMode(params.sessionId, params.modeId);
-      return {};
-    })
-    .onRequest("session/set_config_option", ({ params }) => bridge.setConfigOption(params.sessionId, params.configId, params.value))
-    .onRequest("session/prompt", ({ params, signal }) => bridge.prompt(params.sessionId, params.prompt, signal))
-    .onNotification("session/cancel", ({ params }) => bridge.cancel(params.sessionId));
 }

@@ -10,7 +10,8 @@ import { parseArgs } from "node:util";
 import { ndJsonStream } from "@agentclientprotocol/sdk/unstable";
 import { ConfigError, loadApiKeyFiles, resolveServeConfig } from "../config.js";
 import { createLogger, routeConsoleWarnings, type Logger } from "../log.js";
-import { AcpBridge, acpAgent } from "./bridge.js";
+import { acpAgent } from "./agent.js";
+import { AcpBridge } from "./bridge.js";
 import { connectRemoteEngine, startEmbeddedEngine, type Engine } from "./engine.js";
 import { DEFAULT_MODE, isModeId, MODE_IDS, type ModeId } from "./modes.js";
 

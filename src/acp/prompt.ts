@@ -15,10 +15,6 @@ export class PromptError extends Error {}
 
 const textInput = (text: string): UserInput => ({ type: "text", text, text_elements: [] });
 
-function fileName(uri: string): string {
-  return uri.slice(uri.lastIndexOf("/") + 1) || uri;
-}
-
 export function toCodexInput(prompt: ContentBlock[]): UserInput[] {
   const input: UserInput[] = [];
   for (const block of prompt) {
@@ -78,5 +74,3 @@ export function slashCommandOf(prompt: ContentBlock[]): SlashCommand | null {
       return null;
   }
 }
-
-export { fileName };

@@ -8,7 +8,7 @@
  */
 import type { AgentContext, ContentBlock, SessionUpdate, StopReason } from "@agentclientprotocol/sdk/unstable";
 import { RequestError } from "@agentclientprotocol/sdk/unstable";
-import { RpcError, type RpcClient } from "../client/rpc-client.js";
+import type { RpcClient } from "../client/rpc-client.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { FileChangeRequestApprovalParams } from "../protocol/tools.js";
 import type { Turn } from "../protocol/thread.js";
@@ -17,6 +17,7 @@ import { ItemProjector } from "./updates.js";
 import { turnSettingsOf, type ModeId } from "./modes.js";
 import { chosenOption, commandQuestion, fileChangeQuestion, isMcpToolApproval, mcpToolQuestion, REJECT_ALWAYS, type McpApprovalForm, type PermissionQuestion } from "./permissions.js";
 import { PromptError, slashCommandOf, toCodexInput } from "./prompt.js";
+import { asRequestError, stopReasonOf } from "./outcome.js";
 
 export interface SessionContext {
   codex: RpcClient;
@@ -47,24 +48,6 @@ interface RunningPrompt {
 }
 
 type Item<T extends ThreadItem["type"]> = Extract<ThreadItem, { type: T }>;
-
-/** How the turn ended, in ACP's terms; a failed turn is an error response, not a stop reason. */
-export function stopReasonOf(turn: Turn, cancelled: boolean): StopReason {
-  if (cancelled || turn.status === "interrupted") return "cancelled";
-  const reason: string | null | undefined = turn.stopReason;
-  if (reason === "maxTokens") return "max_tokens";
-  if (reason === "maxTurns") return "max_turn_requests";
-  if (reason === "refusal") return "refusal";
-  if (turn.status === "failed") throw RequestError.internalError({ turnId: turn.id, error: turn.error }, turn.error?.message ?? "the turn failed");
-  return "end_turn";
-}
-
-/** A server error keeps its JSON-RPC code (e.g. -32600 "a turn is already running"); others are internal. */
-export function asRequestError(err: unknown, sessionId: string): RequestError {
-  if (err instanceof RequestError) return err;
-  if (err instanceof RpcError) return new RequestError(err.code, err.message, { sessionId, ...(err.data === undefined ? {} : { data: err.data }) });
-  return RequestError.internalError({ sessionId }, err instanceof Error ? err.message : String(err));
-}
 
 export class AcpSession {
   private readonly projector: ItemProjector;

@@ -11,7 +11,7 @@ import { changeKind, diffContent, hunksOf } from "../../src/acp/diff.js";
 import { commandQuestion, fileChangeQuestion, mcpToolQuestion } from "../../src/acp/permissions.js";
 import { modeOfSettings, turnSettingsOf } from "../../src/acp/modes.js";
 import { PromptError, slashCommandOf, toCodexInput } from "../../src/acp/prompt.js";
-import { stopReasonOf } from "../../src/acp/session.js";
+import { stopReasonOf } from "../../src/acp/outcome.js";
 import { mcpServersConfig } from "../../src/acp/bridge.js";
 import { AcpUsageError, parseAcpArgs } from "../../src/acp/command.js";
 import { ItemProjector } from "../../src/acp/updates.js";
