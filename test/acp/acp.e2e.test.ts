@@ -232,20 +232,13 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     const cwd = workspace();
     const sessionId = await newSession(cwd);
     await a.agent.request("session/set_mode", { sessionId, modeId: "ask" });
-    let aborted = false;
-    a.onPermission = (_req, signal) =>
-      new Promise((resolve) =>
-        signal.addEventListener("abort", () => {
-          aborted = true;
-          resolve({ outcome: { outcome: "cancelled" } });
-        }),
-      );
+    const held = a.holdPermissions();
     r.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: MARK_COMMAND } }] }, { text: "not reached" });
     const running = prompt(sessionId, "Run it");
     await a.waitFor("the permission request", () => a.permissionRequests.length === 1);
     await a.agent.notify("session/cancel", { sessionId });
     expect((await running).stopReason).toBe("cancelled");
-    expect(aborted).toBe(true);
+    expect(held.withdrawn()).toBe(1);
     expect(markerCount(cwd)).toBe(0);
     expect(r.mock.requests).toHaveLength(1);
   });

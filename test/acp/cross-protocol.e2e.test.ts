@@ -111,21 +111,14 @@ describe("one thread over ACP and the Codex protocol (acp --remote)", () => {
     const { sessionId } = await a.agent.request("session/new", { cwd, mcpServers: [] });
     await a.agent.request("session/set_mode", { sessionId, modeId: "ask" });
     await codex.request("thread/resume", { threadId: sessionId, excludeTurns: true });
-    let withdrawn = false;
-    a.onPermission = (_req, signal) =>
-      new Promise((resolve) =>
-        signal.addEventListener("abort", () => {
-          withdrawn = true;
-          resolve({ outcome: { outcome: "cancelled" } });
-        }),
-      );
+    const held = a.holdPermissions();
     h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: MARK_COMMAND } }] }, { text: "ran" });
     const running = prompt(a, sessionId, "Run it");
     await a.waitFor("the editor's question", () => a.permissionRequests.some((r) => r.sessionId === sessionId));
     const approval = await codex.waitFor((f) => f.method === "item/commandExecution/requestApproval" && f.params.threadId === sessionId);
     codex.respond(approval.id, { decision: "accept" });
     expect((await running).stopReason).toBe("end_turn");
-    expect(withdrawn).toBe(true);
+    expect(held.withdrawn()).toBe(1);
     expect(markerCount(cwd)).toBe(1);
     a.onPermission = () => ({ outcome: { outcome: "cancelled" } });
   });

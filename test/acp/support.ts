@@ -86,6 +86,22 @@ export class AcpAgentProcess {
     void capabilities;
   }
 
+  /**
+   * Leaves permission requests unanswered until the agent withdraws them ($/cancel_request), then
+   * answers `cancelled` as the spec asks; `withdrawn()` counts the ones withdrawn.
+   */
+  holdPermissions(): { withdrawn(): number } {
+    let withdrawn = 0;
+    this.onPermission = (_req, signal) =>
+      new Promise((resolve) =>
+        signal.addEventListener("abort", () => {
+          withdrawn++;
+          resolve({ outcome: { outcome: "cancelled" } });
+        }),
+      );
+    return { withdrawn: () => withdrawn };
+  }
+
   get agent() {
     return this.connection.agent;
   }
