@@ -53,7 +53,9 @@ describe("app-server acp start-up", () => {
   it("with the key: no auth method; a second agent on the same home is told to use --remote", async () => {
     const a = spawnEmbedded({ OPENAI_API_KEY: "test-key" });
     expect((await a.initialize()).authMethods).toEqual([]);
+    // A client that authenticates with a method of its own (CodeCompanion's "openai-api-key") is let through.
     await a.agent.request("authenticate", { methodId: "OPENAI_API_KEY" });
+    await a.agent.request("authenticate", { methodId: "openai-api-key" });
     const b = spawnEmbedded({ OPENAI_API_KEY: "test-key" });
     await expect(b.initialize()).rejects.toMatchObject({ code: -32603, message: expect.stringContaining("app-server acp --remote") });
     await b.close();
