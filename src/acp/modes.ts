@@ -3,8 +3,8 @@
  * (`session/set_mode`, or the `mode` config option). Each is a pair of the thread's Codex settings,
  * so a mode is never a second policy: the server's approval policy and sandbox decide everything.
  *
- *   read-only    on-request + read-only          reads and answers; a write or a command the
- *                                                sandbox refuses is asked about first
+ *   read-only    on-request + read-only          reads and answers; asks before an edit and before
+ *                                                a command the model wants to run unsandboxed
  *   ask          untrusted + workspace-write     asks before every command (but a few read-only
  *                                                ones) and before every edit
  *   auto         on-request + workspace-write    works in the workspace; asks only for what the
@@ -29,7 +29,7 @@ const PRESETS: readonly ModePreset[] = [
   {
     id: "read-only",
     name: "Read Only",
-    description: "Reads files and answers; asks before any edit or a command that would write (sandbox read-only, no network)",
+    description: "Reads files and answers; asks before any edit, and before a command needs more than reading (sandbox read-only, no network)",
     approvalPolicy: "on-request",
     sandbox: "read-only",
   },
