@@ -191,7 +191,8 @@ export class AcpBridge {
     const mode = this.opts.defaultMode;
     const settings = threadSettingsOf(mode);
     const roomy = roots.length > 0 && settings.sandbox === "workspace-write";
-    const r = await this.call<ThreadStartResponse>("thread/start", { cwd, ...settings, ...(roomy ? { runtimeWorkspaceRoots: roots } : {}), config: mcpServersConfig(p.mcpServers) });
+    const servers = p.mcpServers?.length ? { config: mcpServersConfig(p.mcpServers) } : {};
+    const r = await this.call<ThreadStartResponse>("thread/start", { cwd, ...settings, ...(roomy ? { runtimeWorkspaceRoots: roots } : {}), ...servers });
     const session = this.open(r.thread.id, r, mode, roots);
     // After the response (the editor learns the session id from it).
     setTimeout(() => this.commandsOf(session), 0);

@@ -79,8 +79,8 @@ function mcpBlocks(result: unknown): ContentBlock[] {
 const asContent = (blocks: ContentBlock[]): ToolCallContent[] => blocks.map((content) => ({ type: "content", content }));
 
 export class ItemProjector {
-  /** Characters of each message's or reasoning's text already sent as chunks. */
-  private readonly streamed = new Map<string, number>();
+  /** Each message's or reasoning's text already sent as chunks. */
+  private readonly streamed = new Map<string, string>();
   /** Output of each running command, for the text-block form. */
   private readonly output = new Map<string, string>();
 
@@ -142,15 +142,19 @@ export class ItemProjector {
 
   private chunk(itemId: string, delta: string, kind: "agent_message_chunk" | "agent_thought_chunk"): SessionUpdate[] {
     if (delta === "") return [];
-    this.streamed.set(itemId, (this.streamed.get(itemId) ?? 0) + delta.length);
+    this.streamed.set(itemId, (this.streamed.get(itemId) ?? "") + delta);
     return [{ sessionUpdate: kind, content: text(delta), messageId: itemId }];
   }
 
-  /** What of `full` was not streamed yet (all of it when nothing was). */
+  /**
+   * What of `full` was not streamed yet: all of it when nothing was, the rest when the chunks were
+   * its beginning, nothing when they were not (a session loaded while the message was streaming
+   * saw only its end; sending more would repeat what it has).
+   */
   private rest(itemId: string, full: string, kind: "agent_message_chunk" | "agent_thought_chunk"): SessionUpdate[] {
-    const sent = this.streamed.get(itemId) ?? 0;
+    const sent = this.streamed.get(itemId) ?? "";
     this.streamed.delete(itemId);
-    const remaining = full.slice(sent);
+    const remaining = full.startsWith(sent) ? full.slice(sent.length) : "";
     return remaining ? [{ sessionUpdate: kind, content: text(remaining), messageId: itemId }] : [];
   }
 

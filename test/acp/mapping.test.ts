@@ -199,6 +199,9 @@ describe("updates", () => {
     expect(rest).toEqual([{ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "lo" }, messageId: "m" }]);
     const whole = p.completed({ type: "agentMessage", id: "n", text: "All at once", phase: null, moderation: null, memoryCitation: null, delivery: null, questions: null });
     expect(whole).toEqual([{ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "All at once" }, messageId: "n" }]);
+    // Joined mid-message (a load while it streamed): the chunks seen were its end, nothing is repeated.
+    p.agentDelta("o", "end.");
+    expect(p.completed({ type: "agentMessage", id: "o", text: "The end.", phase: null, moderation: null, memoryCitation: null, delivery: null, questions: null })).toEqual([]);
   });
 
   it("command output: a display-only terminal for clients that show one, else a text block", () => {
