@@ -10,9 +10,7 @@ import type { AuthMethod } from "@agentclientprotocol/sdk/unstable";
 import { RpcClient, type MessageChannel } from "../client/rpc-client.js";
 import { API_KEY_VARIABLES, missingApiKeyWarning, type ServerConfig } from "../config.js";
 import type { Logger } from "../log.js";
-import { startServer, type RunningServer } from "../server.js";
-import { describeStartError } from "../start-error.js";
-import { DirectoryLockedError } from "../store/dir-lock.js";
+import type { RunningServer } from "../server.js";
 
 const CLIENT_NAME = "app-server-acp";
 
@@ -64,6 +62,8 @@ const noAuth = { authMethods: () => [], needsAuth: () => false, authenticate: ()
 export async function startEmbeddedEngine(config: ServerConfig, env: NodeJS.ProcessEnv, log: Logger): Promise<Engine> {
   const toServer = new PassThrough();
   const fromServer = new PassThrough();
+  // Loaded here, not at the top: --remote needs none of the server (start-up time of the bridge).
+  const [{ startServer }, { describeStartError }, { DirectoryLockedError }] = await Promise.all([import("../server.js"), import("../start-error.js"), import("../store/dir-lock.js")]);
   let server: RunningServer;
   try {
     server = await startServer({
