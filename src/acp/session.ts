@@ -97,10 +97,6 @@ export class AcpSession {
     this.settingsPending = true;
   }
 
-  get running(): boolean {
-    return this.prompt !== null;
-  }
-
   // ---- a prompt is a turn ------------------------------------------------------------------
 
   async run(blocks: ContentBlock[], signal: AbortSignal): Promise<StopReason> {
@@ -117,6 +113,7 @@ export class AcpSession {
     let done!: (turn: Turn) => void;
     let fail!: (err: Error) => void;
     const ended = new Promise<Turn>((resolve, reject) => ((done = resolve), (fail = reject)));
+    ended.catch(() => {}); // lost before turn/start answered: that request's own error is the answer
     const prompt: RunningPrompt = { turnId: null, cancelled: false, done, fail };
     this.prompt = prompt;
     const onAbort = () => void this.cancel();

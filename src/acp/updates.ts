@@ -86,10 +86,6 @@ export class ItemProjector {
 
   constructor(private readonly opts: ProjectorOptions) {}
 
-  set cwd(cwd: string) {
-    this.opts.cwd = cwd;
-  }
-
   /** item/started. */
   started(item: ThreadItem): SessionUpdate[] {
     const call = this.toolCall(item, false);
