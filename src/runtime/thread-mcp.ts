@@ -4,9 +4,11 @@
  * dotted (`{"mcp_servers.NAME": {…}}`) as Codex's config overrides are. This is how an editor's
  * MCP servers reach a thread over ACP (src/acp), and any Codex client can use it too:
  *
- *   {command, args?, env?, cwd?, startup_timeout_sec?}     stdio, run inside the OS sandbox like a
- *                                                          configured server (workspace-write on its
- *                                                          cwd — default the thread's — with network)
+ *   {command, args?, env?, startup_timeout_sec?}           stdio, run inside the OS sandbox like a
+ *                                                          configured server: workspace-write on the
+ *                                                          thread's directory, with network (no cwd
+ *                                                          of its own: a client must not widen the
+ *                                                          sandbox to another directory)
  *   {url, http_headers?, startup_timeout_sec?}             Streamable HTTP (SSE fallback)
  *
  * Their tools join the thread's turns exactly as configured servers' do — `mcp__<server>__<tool>`,
@@ -30,12 +32,12 @@ const NAME = /^[A-Za-z0-9_-]{1,48}$/;
 const startupTimeout = z.number().positive().max(600).optional();
 
 const StdioServer = z
-  .object({ command: z.string().min(1), args: z.array(z.string()).default([]), env: z.record(z.string(), z.string()).default({}), cwd: z.string().min(1).optional(), startup_timeout_sec: startupTimeout })
+  .object({ command: z.string().min(1), args: z.array(z.string()).default([]), env: z.record(z.string(), z.string()).default({}), startup_timeout_sec: startupTimeout })
   .strict();
 const HttpServer = z
   .object({ url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }), http_headers: z.record(z.string(), z.string()).default({}), startup_timeout_sec: startupTimeout })
   .strict();
-const Servers = z.record(z.string(), z.union([StdioServer, HttpServer], { error: "expected {command, args?, env?, cwd?} (stdio) or {url, http_headers?} (HTTP)" }));
+const Servers = z.record(z.string(), z.union([StdioServer, HttpServer], { error: "expected {command, args?, env?} (stdio) or {url, http_headers?} (HTTP)" }));
 export type ThreadMcpServersConfig = z.infer<typeof Servers>;
 
 export class ThreadMcpConfigError extends Error {}
@@ -85,7 +87,7 @@ export function threadMcpServers(config: Record<string, unknown> | null, cwd: st
         command: s.command,
         args: s.args,
         env: s.env,
-        cwd: path.resolve(cwd, s.cwd ?? "."),
+        cwd: path.resolve(cwd),
         sandbox: "workspace-write",
         networkAccess: true,
         writableRoots: [],

@@ -87,6 +87,8 @@ describe("a thread's own MCP servers (config.mcp_servers)", () => {
       [{ mcp_servers: { x: { url: "ftp://example.com" } } }, "config.mcp_servers.x"],
       [{ mcp_servers: [fixture()] }, "must be an object"],
       [{ "mcp_servers.x": { command: "" } }, "config.mcp_servers.x"],
+      // A stdio server runs in the thread's directory: a client cannot point its sandbox elsewhere.
+      [{ mcp_servers: { x: { ...fixture(), cwd: "/" } } }, "config.mcp_servers.x"],
     ] as const) {
       const res = await client!.requestRaw("thread/start", { config });
       expect(res.error, JSON.stringify(config)).toMatchObject({ code: -32602, message: expect.stringContaining(says) });
