@@ -29,7 +29,7 @@ const PRESETS: readonly ModePreset[] = [
   {
     id: "read-only",
     name: "Read Only",
-    description: "Reads files and answers; asks before any edit, and before a command needs more than reading (sandbox read-only, no network)",
+    description: "Reads files and answers; asks before any edit, and before a command that needs more than reading (sandbox read-only, no network)",
     approvalPolicy: "on-request",
     sandbox: "read-only",
   },
