@@ -21,7 +21,7 @@ import { startMockModelServer, type MockModelServer } from "../support/mock-mode
 import { REPO_ROOT, removeSeed, seededHome, type TestHome } from "../support/process.js";
 import { startTurnHarness, type TurnHarness } from "../support/turns.js";
 import { acpSchemaProblems } from "./schema.js";
-import { spawnAcp, textBlock, type AcpAgentProcess } from "./support.js";
+import { spawnAcp, startSseMcpServer, textBlock, type AcpAgentProcess } from "./support.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const FIXTURE = path.join(REPO_ROOT, "test", "fixtures", "mcp-test-server.mjs");
@@ -285,10 +285,11 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     await expect(a.agent.request("session/set_mode", { sessionId, modeId: "yolo" })).rejects.toMatchObject({ code: -32602 });
   });
 
-  it("the editor's MCP servers (stdio and HTTP) are the session's tools", async () => {
+  it("the editor's MCP servers (stdio, HTTP, SSE) are the session's tools", async () => {
     const cwd = workspace();
     const portFile = path.join(mkdtempSync(path.join(os.tmpdir(), "aas-acp-mcp-")), "port");
     const http: ChildProcess = spawn(process.execPath, [FIXTURE, "--http", portFile], { stdio: "ignore" });
+    const sse = await startSseMcpServer();
     try {
       let port = "";
       for (let i = 0; i < 200 && !port; i++) {
@@ -303,20 +304,28 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
         mcpServers: [
           { name: "local tools", command: process.execPath, args: [FIXTURE], env: [] },
           { type: "http", name: "web", url: `http://127.0.0.1:${port}/mcp`, headers: [] },
+          { type: "sse", name: "old", url: sse.url, headers: [] },
         ],
       });
       r.mock.enqueue(
-        { toolCalls: [{ name: "mcp__local_tools__echo", arguments: { text: "over stdio" } }, { name: "mcp__web__echo", arguments: { text: "over http" } }] },
-        { text: "both answered" },
+        {
+          toolCalls: [
+            { name: "mcp__local_tools__echo", arguments: { text: "over stdio" } },
+            { name: "mcp__web__echo", arguments: { text: "over http" } },
+            { name: "mcp__old__echo", arguments: { text: "over sse" } },
+          ],
+        },
+        { text: "all answered" },
       );
       expect((await prompt(sessionId, "Use the tools")).stopReason).toBe("end_turn");
       const offered = (r.mock.requests[0]!.body.tools as Array<{ name: string }>).map((t) => t.name);
-      expect(offered).toEqual(expect.arrayContaining(["mcp__local_tools__echo", "mcp__web__echo"]));
+      expect(offered).toEqual(expect.arrayContaining(["mcp__local_tools__echo", "mcp__web__echo", "mcp__old__echo"]));
       const calls = ofKind(a.updatesOf(sessionId), "tool_call");
-      expect(calls.map((c) => c.title).sort()).toEqual(["local_tools: echo", "web: echo"]);
+      expect(calls.map((c) => c.title).sort()).toEqual(["local_tools: echo", "old: echo", "web: echo"]);
       for (const [call, said] of [
         [calls.find((c) => c.title === "local_tools: echo")!, "echo: over stdio"],
         [calls.find((c) => c.title === "web: echo")!, "echo: over http"],
+        [calls.find((c) => c.title === "old: echo")!, "sse echo: over sse"],
       ] as const) {
         const final = last(a.toolCall(sessionId, call.toolCallId));
         expect(final).toMatchObject({ status: "completed", content: [{ type: "content", content: { type: "text", text: said } }] });
@@ -335,6 +344,7 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
       expect(last(a.toolCall(sessionId, ask.toolCallId))).toMatchObject({ status: "completed", content: [{ content: { text: 'elicitation: accept {"answer":"forty-two"}' } }] });
     } finally {
       http.kill();
+      await sse.close();
       rmSync(path.dirname(portFile), { recursive: true, force: true });
     }
   });

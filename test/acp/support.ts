@@ -5,6 +5,11 @@
  * sent is checked against the ACP JSON Schema the SDK ships (schema.ts).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Readable, Transform, Writable } from "node:stream";
 import {
   client,
@@ -179,3 +184,34 @@ export function spawnAcp(args: string[], env: Record<string, string> = {}, cwd =
 }
 
 export const textBlock = (text: string): ContentBlock => ({ type: "text", text });
+
+/**
+ * An MCP server of the older HTTP+SSE transport (GET /sse for the event stream, POST /messages),
+ * in this process, with one read-only tool `echo`. It answers a Streamable HTTP POST to /sse with
+ * 405, as such servers do, which is what sends a client to its SSE fallback.
+ */
+export async function startSseMcpServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const transports = new Map<string, SSEServerTransport>();
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    if (req.method === "GET" && url.pathname === "/sse") {
+      const transport = new SSEServerTransport("/messages", res);
+      transports.set(transport.sessionId, transport);
+      const mcp = new Server({ name: "sse-test", version: "1.0.0" }, { capabilities: { tools: {} } });
+      mcp.setRequestHandler(ListToolsRequestSchema, () => ({
+        tools: [{ name: "echo", description: "Echoes its text.", inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] }, annotations: { readOnlyHint: true } }],
+      }));
+      mcp.setRequestHandler(CallToolRequestSchema, (r) => ({ content: [{ type: "text", text: `sse echo: ${String(r.params.arguments?.text)}` }] }));
+      void mcp.connect(transport);
+    } else if (req.method === "POST" && url.pathname === "/messages") {
+      const transport = transports.get(url.searchParams.get("sessionId") ?? "");
+      if (transport) void transport.handlePostMessage(req, res);
+      else res.writeHead(404).end();
+    } else res.writeHead(405).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/sse`,
+    close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}
