@@ -145,6 +145,27 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     expect(listed.sessions.map((s) => [s.sessionId, s.title])).toEqual([[created.sessionId, "Say hello"]]);
   });
 
+  it("a prompt's image and embedded context (an editor's unsaved buffer) reach the model", async () => {
+    const cwd = workspace();
+    const sessionId = await newSession(cwd);
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    r.mock.enqueue({ text: "seen" });
+    const res = await a.agent.request("session/prompt", {
+      sessionId,
+      prompt: [
+        { type: "text", text: "What is in these?" },
+        { type: "image", mimeType: "image/png", data: png },
+        { type: "resource", resource: { uri: `file://${cwd}/draft.ts`, mimeType: "text/x-typescript", text: "const unsaved = 42;" } },
+      ],
+    });
+    expect(res.stopReason).toBe("end_turn");
+    const body = JSON.stringify(last(r.mock.requests).body);
+    expect(body).toContain(`data:image/png;base64,${png}`);
+    expect(body).toContain("const unsaved = 42;");
+    expect(body).toContain(`file://${cwd}/draft.ts`);
+    await expect(a.agent.request("session/prompt", { sessionId, prompt: [{ type: "audio", mimeType: "audio/wav", data: "AAAA" }] })).rejects.toMatchObject({ code: -32602 });
+  });
+
   it("ask mode: a command's permission request answered allow once, reject once, allow always, reject always", async () => {
     const cwd = workspace();
     const sessionId = await newSession(cwd);
