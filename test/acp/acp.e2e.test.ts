@@ -8,6 +8,9 @@
  * editor's MCP servers (stdio and HTTP), and loading an earlier session in a new agent process
  * with its history replayed before the response. Every message the agent sent in every test is
  * checked against the SDK's ACP JSON Schema.
+ *
+ * One file (over 300 lines) because the scenarios share one agent process per mode: starting one
+ * (an engine, a PGlite home) costs seconds on this machine, twenty of them minutes.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
