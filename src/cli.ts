@@ -52,6 +52,8 @@ Usage:
   app-server serve [options]             run the server (its web playground: http://HOST:PORT/)
   app-server exec PROMPT [options]       run one turn and print it as it streams
   app-server threads [options]           list threads
+  app-server acp [--remote URL]          the Agent Client Protocol on stdio, for editors
+                                         (Zed, JetBrains, Neovim, Emacs): see docs/acp.md
   app-server generate-json-schema --out DIR
                                          write the protocol's JSON Schema files to DIR
   app-server --help | --version
@@ -123,6 +125,10 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP.global);
     return 0;
   }
+  if (command === "help" && rest[0] === "acp") {
+    process.stdout.write((await import("./acp/command.js")).ACP_HELP);
+    return 0;
+  }
   if (command === "help") {
     // `app-server help serve` = `app-server serve --help`.
     const topic = rest[0] && rest[0] in HELP ? (rest[0] as keyof typeof HELP) : "global";
@@ -165,6 +171,7 @@ export async function main(argv: string[]): Promise<number> {
     if ("generateSchemaOut" in t) return main(["generate-json-schema", "--out", t.generateSchemaOut]);
     return serve(t.serve);
   }
+  if (command === "acp") return (await import("./acp/command.js")).runAcp(rest);
   if (command === "exec" || command === "threads") {
     if (wantsHelp(rest)) {
       process.stdout.write(HELP[command]);

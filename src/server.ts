@@ -46,6 +46,7 @@ import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
 import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
+import { ThreadMcpRegistry } from "./runtime/thread-mcp.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
@@ -255,6 +256,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           },
           log.child({ component: "hooks" }),
         ) : null;
+  // A thread's own MCP servers (config.mcp_servers of thread/start: an ACP editor's servers).
+  const threadMcp = new ThreadMcpRegistry({ runner: commands, log: log.child({ component: "mcp" }), isLoaded: (id) => runtime.loaded.has(id), stateDir: path.join(opts.home, "mcp", "threads") });
   const turnStore = new TurnStore(db.sql);
   const historyLog = new HistoryLog(turnStore, store);
   const turns = new TurnRunner(
@@ -278,7 +281,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     metrics,
     commands,
     hooks,
-    [mcpSource(mcp)],
+    [threadMcp.source(), mcpSource(mcp)],
   );
   const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
@@ -309,6 +312,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   try {
     cluster = await startCluster({ db, home: opts.home, runtime, turns, log, env: process.env });
   } catch (err) {
+    await threadMcp.close();
     await mcp.close();
     await db.close();
     await ws?.close();
@@ -345,6 +349,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         await turns.interruptAll();
         await runtime.shutdown();
         await cluster.close();
+        await threadMcp.close();
         await mcp.close();
         if (analyze) clearTimeout(analyze);
         await db.close();

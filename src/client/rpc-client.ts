@@ -1,5 +1,6 @@
 /**
- * A small JSON-RPC 2.0 client over a WebSocket (the `ws` package), for the `exec` and `threads`
+ * A small JSON-RPC 2.0 client over a message channel — a WebSocket (the `ws` package), or an
+ * in-process pipe to an embedded server (src/acp/embedded.ts) — for the `exec`, `threads` and `acp`
  * commands: requests with promises, notifications to listeners, and server → client requests
  * (approvals, dynamic tool calls) answered by registered handlers.
  */
@@ -23,6 +24,32 @@ export interface ConnectOptions {
   maxPayload?: number;
 }
 
+/** Where the client's messages travel: one JSON text per message, both ways. */
+export interface MessageChannel {
+  /** Sends one message; dropped once the channel is closed. */
+  send(text: string): void;
+  /** Starts closing; `onClose` listeners run when it is closed. */
+  close(): void;
+  onMessage(listener: (text: string) => void): void;
+  onClose(listener: (code: number, reason: string) => void): void;
+}
+
+/** A WebSocket as a MessageChannel (binary frames are ignored). */
+function webSocketChannel(ws: WebSocket): MessageChannel {
+  ws.on("error", () => {}); // reported through close
+  return {
+    send: (text) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(text);
+    },
+    close: () => ws.close(1000, "done"),
+    onMessage: (listener) =>
+      ws.on("message", (data, isBinary) => {
+        if (!isBinary) listener(data.toString());
+      }),
+    onClose: (listener) => ws.on("close", (code, reason) => listener(code, reason.toString())),
+  };
+}
+
 export class RpcClient {
   private nextId = 1;
   private readonly pending = new Map<string | number, { resolve(v: unknown): void; reject(e: Error): void }>();
@@ -32,20 +59,23 @@ export class RpcClient {
   /** Resolves when the socket closes, with its close code and reason. */
   readonly closed: Promise<{ code: number; reason: string }>;
 
-  private constructor(private readonly ws: WebSocket) {
-    ws.on("message", (data, isBinary) => {
-      if (!isBinary) this.onText(data.toString());
-    });
+  private constructor(private readonly channel: MessageChannel) {
+    channel.onMessage((text) => this.onText(text));
     this.closed = new Promise((resolve) =>
-      ws.on("close", (code, reason) => {
-        this.closeInfo = { code, reason: reason.toString() };
-        const err = new Error(`connection closed (${code}${this.closeInfo.reason ? `: ${this.closeInfo.reason}` : ""})`);
+      channel.onClose((code, reason) => {
+        if (this.closeInfo) return;
+        this.closeInfo = { code, reason };
+        const err = new Error(`connection closed (${code}${reason ? `: ${reason}` : ""})`);
         for (const p of this.pending.values()) p.reject(err);
         this.pending.clear();
         resolve(this.closeInfo);
       }),
     );
-    ws.on("error", () => {}); // reported through close
+  }
+
+  /** A client over any channel (an embedded server's in-process pipe). */
+  static over(channel: MessageChannel): RpcClient {
+    return new RpcClient(channel);
   }
 
   /** Opens the socket; rejects with a readable message when the server cannot be reached or refuses. */
@@ -65,7 +95,7 @@ export class RpcClient {
         ws.terminate();
       });
       ws.once("error", (err) => reject(new Error(`could not connect to ${url}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
-      ws.once("open", () => resolve(new RpcClient(ws)));
+      ws.once("open", () => resolve(new RpcClient(webSocketChannel(ws))));
     });
   }
 
@@ -102,12 +132,12 @@ export class RpcClient {
 
   async close(): Promise<void> {
     if (this.closeInfo) return;
-    this.ws.close(1000, "done");
+    this.channel.close();
     await this.closed;
   }
 
   private send(message: object): void {
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ jsonrpc: "2.0", ...message }));
+    if (!this.closeInfo) this.channel.send(JSON.stringify({ jsonrpc: "2.0", ...message }));
   }
 
   private onText(text: string): void {

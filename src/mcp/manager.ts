@@ -67,6 +67,11 @@ export class McpManager {
     this.loaded = (await loadMcpConfig(this.opts.file, this.opts.defaultCwd)).servers;
   }
 
+  /** Servers given in memory rather than read from a file (a thread's own servers: src/runtime/thread-mcp.ts). */
+  useServers(servers: McpServerConfig[]): void {
+    this.loaded = servers;
+  }
+
   /** Starts every loaded server in the background (reading the configuration first if needed). */
   async start(): Promise<void> {
     if (this.loaded === null) await this.load();

@@ -13,6 +13,7 @@ import { environmentContext } from "../agent/prompt.js";
 import { rolledBackTurns, type HistoryEntry } from "./history.js";
 import type { HistoryLog } from "./history-log.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
+import { mergeThreadConfig, sameThreadMcpServers } from "./thread-mcp.js";
 import { settingsResponse, threadView } from "./thread-view.js";
 import type { LoadedThread, RuntimeLogger, Subscriber, ThreadRuntime } from "./threads.js";
 import { TurnRequestError } from "./turn-errors.js";
@@ -36,10 +37,12 @@ export class ThreadHistoryOps {
   async resume(p: ThreadResumeParams, subscriber: Subscriber, responded: Promise<void>) {
     const thread = await this.runtime.load(p.threadId);
     const before = thread.record;
-    const after = applyOverrides(before, p);
-    const recordChanged = (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox", "sandboxPolicy"] as const).some(
-      (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
-    );
+    // A config given on resume replaces the keys it names (its mcp_servers: the thread's own MCP servers).
+    const config = mergeThreadConfig(before.config, p.config);
+    const after = { ...applyOverrides(before, p), config };
+    const recordChanged =
+      (["model", "modelProvider", "reasoningEffort", "cwd", "approvalPolicy", "sandbox", "sandboxPolicy"] as const).some((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])) ||
+      !sameThreadMcpServers(before.config, config);
     const message = settingsMessage(before, after, this.settings.shell, p);
     if ((recordChanged || message) && thread.activeTurn) throw new TurnRequestError(`cannot change settings of thread ${thread.id} while turn ${thread.activeTurn.id} is running`);
     if (recordChanged || message) {
@@ -72,6 +75,7 @@ export class ThreadHistoryOps {
           approvalPolicy: after.approvalPolicy,
           sandbox: after.sandbox,
           sandboxPolicy: after.sandboxPolicy,
+          config: after.config,
           updatedAtMs: now,
         });
         if (writeHistory) await writeHistory(tx);
@@ -154,7 +158,7 @@ export class ThreadHistoryOps {
       createdAtMs: now,
       updatedAtMs: now,
     };
-    const record = applyOverrides(base, p);
+    const record = { ...applyOverrides(base, p), config: mergeThreadConfig(base.config, p.config) };
     const message = settingsMessage(base, record, this.settings.shell, p);
     let entries: HistoryEntry[] = message ? [{ kind: "message", turnOrdinal: null, message }] : [];
     if (!p.lastTurnId && counts.emptyLog) {

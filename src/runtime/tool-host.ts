@@ -27,7 +27,7 @@ export interface ToolSource {
   readonly name: string;
   tools(ctx: ToolContext, thread: LoadedThread): LoopTool[];
   /** Resolves when the source's tool list is worth taking (MCP servers started); bounded by the source. */
-  ready?(signal: AbortSignal): Promise<void>;
+  ready?(signal: AbortSignal, thread?: LoadedThread): Promise<void>;
 }
 
 export const builtinSource: ToolSource = { name: "builtin", tools: (ctx) => builtinTools(ctx) };

@@ -267,7 +267,7 @@ export class TurnRunner {
       const record = thread.record;
       const provider = withIdleTimeout(await this.deps.providers.get(record.modelProvider), settings.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
       // The first turn after a start or a reload waits for MCP servers (each bounded by its startupTimeoutSec).
-      await Promise.all(this.deps.toolSources.map((source) => source.ready?.(signal)));
+      await Promise.all(this.deps.toolSources.map((source) => source.ready?.(signal, thread)));
       const tools = toolsFor(this.deps, this.recorder, thread, turn, this.deps.toolSources);
       const request: Omit<ModelRequest, "messages"> = {
         model: record.model,

@@ -67,6 +67,7 @@ type ThreadPatch = Partial<
     | "approvalPolicy"
     | "sandbox"
     | "sandboxPolicy"
+    | "config"
     | "systemError"
     | "tokenUsage"
     | "updatedAtMs"
@@ -130,13 +131,14 @@ export class ThreadStore {
       approvalPolicy: "approval_policy",
       sandbox: "sandbox",
       sandboxPolicy: "sandbox_policy",
+      config: "config",
       systemError: "system_error",
       tokenUsage: "token_usage",
       updatedAtMs: "updated_at_ms",
     };
     for (const [k, v] of Object.entries(patch) as [keyof ThreadPatch, unknown][]) {
       if (v === undefined) continue;
-      cols[map[k]] = (k === "approvalPolicy" || k === "tokenUsage" || k === "sandboxPolicy") && v !== null ? json(q, v) : v;
+      cols[map[k]] = (k === "approvalPolicy" || k === "tokenUsage" || k === "sandboxPolicy" || k === "config") && v !== null ? json(q, v) : v;
     }
     if (Object.keys(cols).length === 0) return true;
     const rows = await q`update threads set ${q(cols as Record<string, never>)} where id = ${id} returning id`;

@@ -10,6 +10,7 @@ import { invalidParams, invalidRequest, RpcError } from "../errors.js";
 import { PermissionsError, resolveSandbox } from "../../runtime/permissions.js";
 import { CursorError } from "../../runtime/turn-pages.js";
 import { threadSourceFor } from "../../runtime/thread-source.js";
+import { normalizeThreadConfig, ThreadMcpConfigError } from "../../runtime/thread-mcp.js";
 import { threadView } from "../../runtime/thread-view.js";
 import { SHELL_COMMAND_DEFAULT_TIMEOUT_MS } from "../../protocol/shell-command.js";
 
@@ -64,6 +65,16 @@ export function permissionsOrInvalid<T>(fn: () => T): T {
   }
 }
 
+/** A config whose thread MCP servers (config.mcp_servers) are malformed is the client's error: -32602. */
+function threadConfigOrInvalid(config: Record<string, unknown> | null | undefined): Record<string, unknown> | null {
+  try {
+    return normalizeThreadConfig(config);
+  } catch (err) {
+    if (err instanceof ThreadMcpConfigError) throw invalidParams(`Invalid params: ${err.message}`);
+    throw err;
+  }
+}
+
 export function registerThreadHandlers(conn: Connection, app: AppContext): void {
   const { runtime } = app;
 
@@ -76,8 +87,9 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     const dup = names.find((n, i) => names.indexOf(n) !== i);
     if (dup) throw invalidParams(`Invalid params: dynamic tool ${dup} is declared twice`);
     const sandbox = permissionsOrInvalid(() => resolveSandbox(p, runtime.defaults.sandbox));
+    const config = threadConfigOrInvalid(p.config);
     const source = threadSourceFor(connection.clientName);
-    return runtime.startThread({ ...p, ...sandbox, source, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
+    return runtime.startThread({ ...p, ...sandbox, config, source, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
   });
 
   conn.handle("thread/read", (p) =>
@@ -129,6 +141,7 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     guardTurns(async () => {
       const current = (await runtime.getRecord(p.threadId)).sandbox;
       const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
+      threadConfigOrInvalid(p.config);
       // With a first page asked for, the response carries that page instead of every turn.
       const paged = p.initialTurnsPage ? { excludeTurns: true } : {};
       const response = await app.history.resume({ ...p, ...sandbox, ...paged }, connection, responded);
@@ -147,6 +160,7 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
       if (p.modelProvider && !app.providers.has(p.modelProvider)) throw invalidParams(`unknown modelProvider: ${p.modelProvider}`);
       const current = (await runtime.getRecord(p.threadId)).sandbox;
       const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
+      threadConfigOrInvalid(p.config);
       return app.history.fork({ ...p, ...sandbox }, connection, responded);
     }),
   );
