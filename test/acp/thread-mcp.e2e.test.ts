@@ -138,7 +138,7 @@ describe("ThreadMcpRegistry", () => {
       const first = thread({ mcp_servers: { a: fixture() } });
       await source.ready!(new AbortController().signal, first);
       const manager = registry.managerOf(first)!;
-      expect(manager.list().map((s) => [s.name, s.state])).toEqual([["a", "connected"]]);
+      expect(manager.list().map((s) => [s.name, s.state])).toEqual([["a", "ready"]]);
       const [serverA] = manager.list();
       expect(registry.managerOf(thread({ mcp_servers: { a: fixture() } }))).toBe(manager);
       const changed = registry.managerOf(thread({ mcp_servers: { b: fixture() } }))!;
@@ -146,9 +146,9 @@ describe("ThreadMcpRegistry", () => {
       expect(serverA!.state).toBe("stopped");
       await source.ready!(new AbortController().signal, thread({ mcp_servers: { b: fixture() } }));
       const [server] = changed.list();
-      expect(server!.state).toBe("connected");
+      expect(server!.state).toBe("ready");
       registry.sweep();
-      expect(server!.state).toBe("connected"); // still loaded
+      expect(server!.state).toBe("ready"); // still loaded
       loaded.delete("t1");
       registry.sweep();
       expect(server!.state).toBe("stopped");
