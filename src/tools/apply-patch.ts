@@ -74,7 +74,7 @@ export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks
 
         const resolve = (p: string): ResolvedTarget => {
           const c = checks.get(p)!;
-          return { display: c.path!, real: c.real! };
+          return { display: c.path!, real: c.host! };
         };
         const planned = await planPatch(parsed.hunks, resolve);
         if (!planned.ok) return textOutcome(`Failed to apply the patch: ${planned.error}\nNo files were changed.`, true);
