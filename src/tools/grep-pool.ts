@@ -17,17 +17,20 @@ const IDLE_MS = 30_000;
 const GRACE_MS = 2_000;
 
 /**
- * The worker's module and how to start it: the compiled `grep-worker.js` next to this module
- * (dist/), or, when running from the TypeScript sources (tests, tsx), `grep-worker.ts` through
- * tsx's loader.
+ * How to start the worker: the compiled `grep-worker.js` next to this module (dist/), or, when
+ * running from the TypeScript sources (tests, tsx), `grep-worker.ts` behind tsx's loader,
+ * registered inside the worker (module hooks are per thread).
  */
-function workerEntry(): { url: URL; execArgv: string[] } {
+function startWorker(): Worker {
   const js = new URL("./grep-worker.js", import.meta.url);
-  if (existsSync(fileURLToPath(js))) return { url: js, execArgv: [] };
+  if (existsSync(fileURLToPath(js))) return new Worker(js);
   const ts = new URL("./grep-worker.ts", import.meta.url);
   for (let dir = path.dirname(fileURLToPath(ts)); ; dir = path.dirname(dir)) {
-    const loader = path.join(dir, "node_modules", "tsx", "dist", "loader.mjs");
-    if (existsSync(loader)) return { url: ts, execArgv: ["--import", pathToFileURL(loader).href] };
+    const api = path.join(dir, "node_modules", "tsx", "dist", "esm", "api", "index.mjs");
+    if (existsSync(api)) {
+      const boot = `import(${JSON.stringify(pathToFileURL(api).href)}).then((m) => { m.register(); return import(${JSON.stringify(ts.href)}); });`;
+      return new Worker(boot, { eval: true });
+    }
     if (path.dirname(dir) === dir) throw new Error("the grep worker is missing (neither grep-worker.js nor tsx to run grep-worker.ts)");
   }
 }
@@ -63,8 +66,7 @@ export class GrepPool {
       clearTimeout(idle.timer);
       return idle.worker;
     }
-    const { url, execArgv } = workerEntry();
-    const worker = new Worker(url, { execArgv });
+    const worker = startWorker();
     worker.unref(); // an idle (or searching) worker never keeps the process alive
     return worker;
   }

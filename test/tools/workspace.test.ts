@@ -39,9 +39,9 @@ describe("checkPath", () => {
   });
 
   it.each<[SandboxMode, Access]>([
-    ["read-only", "read"],
+    ["read-only", "workdir"],
     ["read-only", "write"],
-    ["workspace-write", "read"],
+    ["workspace-write", "workdir"],
     ["workspace-write", "write"],
   ])("refuses every kind of escape under %s (%s)", async (sandbox, access) => {
     const escapes = [
@@ -64,12 +64,22 @@ describe("checkPath", () => {
     }
   });
 
+  it("reads reach everything a sandboxed command can read, in both confined modes", async () => {
+    for (const sandbox of ["read-only", "workspace-write"] as const) {
+      for (const p of ["../outside/secret.txt", "link-file", "link-dir/secret.txt", "dangling", "/etc/hostname"]) {
+        const r = await check(sandbox, p, "read");
+        expect(r.ok, `${sandbox} ${p}`).toBe(true);
+      }
+    }
+    expect(await check("workspace-write", "link-file", "read")).toMatchObject({ ok: true, real: path.join(d.outside, "secret.txt"), host: path.join(d.outside, "secret.txt") });
+  });
+
   it("explains why a path was refused", async () => {
-    const dots = await check("workspace-write", "../outside/secret.txt", "read");
+    const dots = await check("workspace-write", "../outside/secret.txt", "workdir");
     expect(!dots.ok && dots.reason).toMatch(/escapes the workspace/);
     const abs = await check("workspace-write", path.join(d.outside, "secret.txt"), "write");
     expect(!abs.ok && abs.reason).toMatch(/outside the writable roots/);
-    const link = await check("workspace-write", "link-dir/secret.txt", "read");
+    const link = await check("workspace-write", "link-dir/secret.txt", "workdir");
     expect(!link.ok && link.reason).toMatch(/symbolic link/);
     expect(!link.ok && link.real).toBe(path.join(d.outside, "secret.txt"));
     const dangling = await check("workspace-write", "dangling", "write");
@@ -82,10 +92,11 @@ describe("checkPath", () => {
     expect(!r.ok && r.reason).toMatch(/read-only/);
   });
 
-  it("workspace-write may write the temp dir; read-only may not read it", async () => {
+  it("workspace-write may write the temp dir; read-only may read it but not start a command there", async () => {
     const inTmp = path.join(d.tmp, "scratch.txt");
     expect((await check("workspace-write", inTmp, "write")).ok).toBe(true);
-    expect((await check("read-only", inTmp, "read")).ok).toBe(false);
+    expect((await check("read-only", inTmp, "read")).ok).toBe(true);
+    expect((await check("read-only", d.tmp, "workdir")).ok).toBe(false);
   });
 
   it("danger-full-access allows everything", async () => {
