@@ -73,6 +73,8 @@ export interface ServerConfig {
   commandLimits?: CommandLimits;
   /** Threads share the host's /tmp instead of a private one each (--shared-tmp). */
   sharedTmp?: boolean;
+  /** The largest patch apply_patch takes (APP_SERVER_MAX_PATCH_BYTES). */
+  maxPatchBytes?: number;
   limits?: Partial<ServerLimits>;
   /** `--workers N|auto`: serve from N processes sharing the port (PostgreSQL and WebSocket only). */
   workers?: number;
@@ -315,6 +317,8 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     }
   }
   if (values["shared-tmp"] || env.APP_SERVER_SHARED_TMP === "1") config.sharedTmp = true;
+  const maxPatch = positiveInt("APP_SERVER_MAX_PATCH_BYTES", env.APP_SERVER_MAX_PATCH_BYTES);
+  if (maxPatch !== undefined) config.maxPatchBytes = maxPatch;
   const tokenFile = values["auth-token-file"] ?? env.APP_SERVER_AUTH_TOKEN_FILE;
   if (tokenFile) {
     config.authToken = readToken(tokenFile);

@@ -138,6 +138,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     hidden: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
     tmpBase: opts.sharedTmp ? null : await privateTmpBase(opts.home, randomBytes(4).toString("hex")),
     limits: opts.commandLimits,
+    ...(opts.maxPatchBytes ? { maxPatchBytes: opts.maxPatchBytes } : {}),
   });
   // Every command the model or a client runs goes through this runner (the OS sandbox seam).
   const commands = new CommandRunner({ bwrapPath: opts.bwrapPath, envAllow: opts.commandEnv ?? [], set: opts.commandEnvironment, boundary });

@@ -10,7 +10,8 @@
  *                  the server's own rights
  *   private /tmp   where each thread's /tmp lives (`<home>/tmp/<instance>/<scope>`), or null to share
  *                  the host's /tmp
- *   limits         resource limits of every sandboxed process (limits.ts)
+ *   limits         resource limits of every sandboxed process (limits.ts), and the largest patch
+ *                  apply_patch takes
  *
  * The per-thread half (its roots, network, cwd) is a Confinement (policy.ts); SandboxView joins
  * the two, and both the command sandbox and the file tools ask that one view.
@@ -31,7 +32,12 @@ export interface TrustBoundaryOptions {
   /** The directory private /tmp directories are made under; null or absent: /tmp is shared. */
   tmpBase?: string | null;
   limits?: Partial<CommandLimits>;
+  /** The largest patch apply_patch takes, in bytes (default DEFAULT_MAX_PATCH_BYTES). */
+  maxPatchBytes?: number;
 }
+
+/** 25 MiB: far above any hand-written change; a 20 MiB patch stays within 10× its size in RSS. */
+export const DEFAULT_MAX_PATCH_BYTES = 25 * 1024 * 1024;
 
 /** `p` and, when it differs, its real path (a hidden path reached through a symlink is hidden too). */
 function withRealPath(p: string): string[] {
@@ -48,6 +54,7 @@ export class TrustBoundary {
   readonly hidden: string[];
   readonly limits: CommandLimits;
   readonly tmpBase: string | null;
+  readonly maxPatchBytes: number;
   private readonly configs = new Set<string>();
   private readonly tmpDirs = new Map<string, Promise<string>>();
 
@@ -55,6 +62,7 @@ export class TrustBoundary {
     this.hidden = [...new Set([...(opts.hidden ?? []), ...SYSTEM_SECRETS].flatMap(withRealPath))];
     this.limits = { ...DEFAULT_COMMAND_LIMITS, ...opts.limits };
     this.tmpBase = opts.tmpBase ? path.resolve(opts.tmpBase) : null;
+    this.maxPatchBytes = opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES;
     for (const f of opts.configFiles ?? []) this.protectConfig(f);
   }
 
