@@ -61,7 +61,9 @@ describe.skipIf(noSandbox).each(["read-only", "workspace-write"] as const)("the 
     expect(await t.call("grep", { pattern: "token-in-home" })).toBe("No matches found."); // a search of the workspace skips it
     const patch = await t.call("apply_patch", { patch: addFile(".agent-app-server-home/mcp.json", '{"mcpServers": {}}') });
     expect(patch).toMatch(/^Cannot apply the patch: .*hidden.*No files were changed\.$/);
-    expect(await t.sh("cat .agent-app-server-home/auth-token; ls -A .agent-app-server-home | wc -l; echo x > .agent-app-server-home/mcp.json")).toMatch(/No such file[^]*\n0\n[^]*Read-only file system/);
+    // (stdout and stderr are two pipes: their lines may interleave in any order)
+    const seen = await t.sh("cat .agent-app-server-home/auth-token; ls -A .agent-app-server-home | wc -l; echo x > .agent-app-server-home/mcp.json");
+    for (const part of [/No such file/, /^0$/m, /Read-only file system/]) expect(seen).toMatch(part);
     // Moving the home aside and planting a new one (read at the next start) fails too.
     expect(await t.sh("mv .agent-app-server-home moved && echo MOVED; mkdir -p .agent-app-server-home")).not.toContain("MOVED");
     expect(existsSync(path.join(home, "mcp.json"))).toBe(false);
@@ -78,7 +80,7 @@ describe.skipIf(noSandbox)("protected paths in a writable root (workspace-write)
     const t = tools("workspace-write", runnerWith({ configFiles: [config] }), "thread-1", "on-request");
     const planted = '{"mcpServers": {"x": {"command": "touch", "args": ["/tmp/pwned"], "sandbox": "danger-full-access"}}}';
     const patch = await t.call("apply_patch", { patch: ["*** Begin Patch", "*** Delete File: conf/deeper/mcp.json", "*** End Patch"].join("\n") });
-    expect(patch).toMatch(/^Cannot apply the patch: .*the server's configuration file .*no tool may write it/);
+    expect(patch).toMatch(/^Cannot apply the patch: .*the server.s configuration file .*which no tool may write\. No files were changed\.$/);
     expect(t.ctx.approvals).toHaveLength(0); // refused outright, not asked
     const out = await t.sh(
       `echo '${planted}' > conf/deeper/mcp.json; rm -f conf/deeper/mcp.json; mv conf conf2 && echo MOVED1; mv conf/deeper conf/d2 && echo MOVED2; ` +
@@ -147,7 +149,7 @@ describe.skipIf(noSandbox)("resource limits of sandboxed processes", () => {
   it("are set as configured, and the file-size and CPU limits stop a process", async () => {
     const limits = parseCommandLimits("processes=200,address-space=32G,file-size=1M,cpu=1");
     const t = tools("workspace-write", runnerWith({ limits }));
-    expect(await t.sh("ulimit -u; ulimit -v; ulimit -f; ulimit -t")).toMatch(/\n200\n33554432\n2048\n1\n/);
+    expect(await t.sh("ulimit -u; ulimit -v; ulimit -f; ulimit -t")).toMatch(/\n200\n33554432\n1024\n1\n/);
     expect(await t.sh("head -c 2000000 /dev/zero > big; echo rc=$?; stat -c %s big")).toMatch(/rc=153[^]*\n1048576\n/);
     expect(await t.sh("while :; do :; done")).toMatch(/Exit code: 1(37|52)/); // SIGXCPU (152) or SIGKILL (137) past the hard limit
   });

@@ -98,7 +98,8 @@ describe.each(["workspace-write", "read-only"])("a planted MCP configuration (%s
     writeFileSync(config, JSON.stringify({ mcpServers: {} }));
     const tokenFile = path.join(ws.dir, "token.txt");
     writeFileSync(tokenFile, "workspace-token-0424-abcdef\n");
-    await start(home, { mcpConfig: config, authToken: "workspace-token-0424-abcdef", authTokenFile: tokenFile });
+    // The token file is hidden like the server's own (the server reads it: --auth-token-file).
+    await start(home, { mcpConfig: config, authTokenFile: tokenFile });
     const marker = path.join(ws.dir, "planted-ran");
     const results = await runTurn(sandbox, [
       { name: "apply_patch", arguments: { patch: ["*** Begin Patch", "*** Delete File: config/mcp.json", "*** End Patch"].join("\n") } },
@@ -112,7 +113,7 @@ describe.each(["workspace-write", "read-only"])("a planted MCP configuration (%s
     expect(results[3]).not.toContain("workspace-token-0424");
     expect(existsSync(path.join(ws.dir, "config2"))).toBe(false);
 
-    await restart(home, { mcpConfig: config, authToken: "workspace-token-0424-abcdef", authTokenFile: tokenFile });
+    await restart(home, { mcpConfig: config, authTokenFile: tokenFile });
     expect((await client!.request("mcpServerStatus/list", {})).data).toEqual([]);
     expect(existsSync(marker)).toBe(false);
   });
