@@ -8,10 +8,8 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { chmodSync, readFileSync, statSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { peerUid, peerUidSupported, playgroundUrl } from "../src/transport/auth.js";
 import { TestClient } from "./support/client.js";
 import { removeSeed, runCli, seededHome, spawnCli, type CliProcess, type TestHome } from "./support/process.js";
 
@@ -151,27 +149,5 @@ describe.skipIf(!isRoot || !haveUseradd)("another local user", () => {
     const s = await serve({ APP_SERVER_AUTH: "token-any-user" });
     expect(await upgradeStatus(s.port, "", user)).toBe("401");
     expect(await upgradeStatus(s.port, homeToken(), user)).toBe("101");
-  });
-});
-
-describe.skipIf(process.platform !== "linux")("peerUid", () => {
-  it("finds the uid of the other end of a loopback connection, IPv4 and IPv6", async () => {
-    expect(await peerUidSupported()).toBe(true);
-    for (const host of ["127.0.0.1", "::1"]) {
-      const server = net.createServer();
-      await new Promise<void>((r) => server.listen(0, host, r));
-      const accepted = new Promise<net.Socket>((r) => server.once("connection", r));
-      const client = net.connect((server.address() as net.AddressInfo).port, host);
-      const sock = await accepted;
-      expect(await peerUid(sock)).toBe(process.getuid!());
-      client.destroy();
-      sock.destroy();
-      await new Promise((r) => server.close(r));
-    }
-  });
-
-  it("the playground address carries the token in the fragment only", () => {
-    expect(playgroundUrl("ws://127.0.0.1:4500", "a/b+c")).toBe("http://127.0.0.1:4500/#token=a%2Fb%2Bc");
-    expect(playgroundUrl("ws://127.0.0.1:4500", null)).toBe("http://127.0.0.1:4500/");
   });
 });

@@ -107,7 +107,7 @@ describe.each(["workspace-write", "read-only"])("a planted MCP configuration (%s
       { name: "read_file", arguments: { path: "token.txt" } },
       { name: "shell", arguments: { command: "cat token.txt" } },
     ]);
-    expect(results[0]).toMatch(/^Cannot apply the patch: .*(configuration file .*no tool may write it|read-only)/);
+    expect(results[0]).toMatch(/^Cannot apply the patch: .*configuration file .*which no tool may write\. No files were changed\.$/);
     expect(results[1]).toMatch(/Read-only file system|Device or resource busy/);
     expect(results[2]).toMatch(/^Cannot read token\.txt: .*hidden/);
     expect(results[3]).not.toContain("workspace-token-0424");
