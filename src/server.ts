@@ -175,7 +175,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerClientSetupHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     registerMcpHandlers(conn, app!);
-    registerFileSearchHandlers(conn, app!);
+    registerFileSearchHandlers(conn, app!, boundary.hidden);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
