@@ -27,6 +27,8 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const APP = path.resolve(opt("app") ?? ROOT);
 const SIZES = (opt("mib") ?? "20,30").split(",").map(Number);
 const PG = opt("pg-url");
+/** `--kind=text`: the model answers N MiB of text instead (what the same bytes cost without apply_patch). */
+const KIND = opt("kind") ?? "patch";
 
 function patchOf(mib: number): string {
   const line = "+" + "x".repeat(63);
@@ -65,7 +67,8 @@ async function one(mib: number) {
     const { thread } = await c.request("thread/start", { cwd: ws, approvalPolicy: "never", sandbox: "workspace-write" });
     await new Promise((r) => setTimeout(r, 1000));
     const before = procMemory(server.pid);
-    mock.mock.enqueue({ toolCalls: [{ name: "apply_patch", arguments: { patch: patchOf(mib) } }] }, { text: "done" });
+    if (KIND === "text") mock.mock.enqueue({ text: patchOf(mib) });
+    else mock.mock.enqueue({ toolCalls: [{ name: "apply_patch", arguments: { patch: patchOf(mib) } }] }, { text: "done" });
     const done = c.waitFor("turn/completed", (p) => p.threadId === thread.id, 600_000);
     const t0 = performance.now();
     await c.request("turn/start", { threadId: thread.id, input: [{ type: "text", text: "write it", text_elements: [] }] });
