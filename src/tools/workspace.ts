@@ -13,7 +13,8 @@
  *            entries (`.git`, `.codex`, `.agent-app-server`); `danger-full-access` → anything
  *            but the hidden paths. The server's configuration files are never written.
  *   workdir  where a command may start without asking: the thread cwd (and, under
- *            workspace-write, the writable roots); anything under danger-full-access
+ *            workspace-write, the writable roots); anything under danger-full-access, hidden
+ *            paths included (an unconfined command is not held to them)
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
@@ -132,6 +133,8 @@ export async function checkPath(scope: WorkspaceScope, input: string, access: Ac
     return { ok: false, reason: `cannot resolve ${input}: ${(err as Error).message}`, outside: false, path: lexical };
   }
   const at = { path: lexical, real, host: view.toHost(real) };
+  // An unconfined command (danger-full-access) is not held to the hidden paths: it can read them anyway.
+  if (access === "workdir" && view.mode === "danger-full-access") return { ok: true, ...at };
   const hidden = view.hiddenAt(real) ?? view.hiddenAt(lexical);
   if (hidden !== null) {
     const via = real === lexical || view.hiddenAt(lexical) !== null ? "" : ` (it resolves through a symbolic link to ${real})`;

@@ -3,6 +3,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SandboxMode } from "../../src/protocol/common.js";
+import { TrustBoundary } from "../../src/sandbox/boundary.js";
 import { checkPath, isWithin, realpathLoose, type Access } from "../../src/tools/workspace.js";
 import { makeDirs, type Dirs } from "./helpers.js";
 
@@ -103,6 +104,21 @@ describe("checkPath", () => {
     for (const p of ["../outside/secret.txt", "link-dir/secret.txt", "/etc/hostname"]) {
       expect((await check("danger-full-access", p, "write")).ok).toBe(true);
     }
+  });
+
+  it("hidden paths: refused to every tool in every mode, outright; only an unconfined command may start there", async () => {
+    const commands = { boundary: new TrustBoundary({ hidden: [d.outside] }) };
+    const hidden = (sandbox: SandboxMode, p: string, access: Access) => checkPath({ cwd: d.ws, sandbox, commands }, p, access);
+    for (const sandbox of ["read-only", "workspace-write", "danger-full-access"] as const) {
+      for (const access of ["read", "write"] as const) {
+        for (const p of ["../outside/secret.txt", "link-file", "link-dir/new.txt", d.outside]) {
+          const r = await hidden(sandbox, p, access);
+          expect(r, `${sandbox} ${access} ${p}`).toMatchObject({ ok: false, outside: false, reason: expect.stringMatching(/which the server keeps hidden from every tool and command/) });
+        }
+      }
+    }
+    expect((await hidden("workspace-write", d.outside, "workdir")).ok).toBe(false);
+    expect((await hidden("danger-full-access", d.outside, "workdir")).ok).toBe(true);
   });
 
   it("rejects malformed paths outright (not approvable)", async () => {

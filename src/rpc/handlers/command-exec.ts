@@ -45,7 +45,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
     const sandbox = modeOfPolicy(policy);
     // Its own private /tmp (shared by the connections' command/exec calls), like a thread's.
     const scope = { cwd: defaults.cwd, sandbox, sandboxPolicy: policy, commands: defaults.commands, threadId: COMMAND_EXEC_TMP };
-    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "read-only" ? "workdir" : "write");
+    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "workspace-write" ? "write" : "workdir");
     if (!check.ok) {
       if (check.outside) throw invalidRequest(`command/exec refused by the ${sandbox} sandbox: ${check.reason}`);
       throw invalidParams(`Invalid cwd: ${check.reason}`);
