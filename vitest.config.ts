@@ -15,7 +15,7 @@ import { claimRunDir, removeAbandonedRuns, RUN_DIR_PREFIX } from "./test/support
 function sandboxExclusions(): string[] {
   const probe = spawnSync(
     process.env.APP_SERVER_BWRAP || "bwrap",
-    bwrapArgs({ confinement: { mode: "read-only", writableRoots: [], readOnlyPaths: [], network: false }, cwd: "/", masks: [], argv: ["true"] }),
+    bwrapArgs({ network: false, cwd: "/", mounts: [], readOnlyMasks: [], argv: ["true"] }),
     { encoding: "utf8", timeout: 10_000 },
   );
   if (probe.status === 0) return [];

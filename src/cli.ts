@@ -6,6 +6,7 @@ import { createLogger, routeConsoleWarnings } from "./log.js";
 import { describeStartError } from "./start-error.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
+import { playgroundUrl } from "./transport/auth.js";
 
 const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --listen URL             ws://HOST:PORT (port 0 picks a free port) or stdio://  [APP_SERVER_LISTEN]
@@ -22,7 +23,10 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
                                                                              [APP_SERVER_MODEL]
   --max-frame-bytes N      largest accepted message, default 16 MiB          [APP_SERVER_MAX_FRAME_BYTES]
   --auth-token-file FILE   clients must send this token (Authorization: Bearer) [APP_SERVER_AUTH_TOKEN_FILE]
-                           (or the token itself in APP_SERVER_AUTH_TOKEN)
+                           (or the token itself in APP_SERVER_AUTH_TOKEN); without one, a token
+                           is generated into <home>/auth-token (mode 0600) at first start
+  --auth MODE              token: the token, and loopback clients must be this user (default);
+                           token-any-user: the token only; none: open loopback      [APP_SERVER_AUTH]
   --insecure-no-auth       allow a non-loopback --listen without a token      [APP_SERVER_INSECURE_NO_AUTH=1]
   --allowed-origin ORIGIN  a browser origin allowed besides the server's own (repeatable)
                                                                              [APP_SERVER_ALLOWED_ORIGINS]
@@ -33,6 +37,11 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --command-env NAME       pass this environment variable (or PREFIX*) to commands, besides
                            PATH, HOME, USER, LANG, LC_*, TERM, TZ, TMPDIR … (repeatable)
                                                                              [APP_SERVER_COMMAND_ENV]
+  --command-limits LIST    limits of sandboxed processes, e.g. processes=512,address-space=32G,
+                           file-size=1G,cpu=600 (unlimited lifts one); default processes=1024,
+                           address-space=64G, file-size=8G, cpu=3600     [APP_SERVER_COMMAND_LIMITS]
+  --shared-tmp             threads share the host's /tmp instead of a private one each
+                                                                             [APP_SERVER_SHARED_TMP=1]
   --mcp-config FILE        MCP servers offered to the model as mcp__SERVER__TOOL, default
                            <home>/mcp.json when it exists                    [APP_SERVER_MCP_CONFIG]
   --workers N|auto         serve from N processes sharing the port (auto: one per CPU);
@@ -74,6 +83,7 @@ in the current directory (or --cwd). Without --url an embedded server is started
 Options:
   --url URL                connect to this running server (ws:// or wss://)
   --token T                the server's token, sent as Authorization: Bearer T
+                           (default for a loopback --url: the home's auth-token)
                                                                [APP_SERVER_AUTH_TOKEN]
   --thread ID              continue this thread instead of starting a new one
   --approve MODE           how to answer approval requests: ask (prompt on the terminal:
@@ -99,7 +109,8 @@ Lists threads, newest activity first (a fork says which thread it was forked fro
 Options:
   --url URL                connect to this running server; without it an embedded server
                            is started on --home
-  --token T                the server's token                                [APP_SERVER_AUTH_TOKEN]
+  --token T                the server's token (default for a loopback --url: the home's
+                           auth-token)                                       [APP_SERVER_AUTH_TOKEN]
   --home DIR               the embedded server's data directory              [APP_SERVER_HOME]
   --search TERM            only threads whose name or preview contains TERM
   --limit N                at most N threads (1-100, default 25)
@@ -251,6 +262,23 @@ async function serve(args: string[]): Promise<number> {
     worker.stopWhenPrimaryGone((reason) => void stop(reason));
   }
   log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
+  if (!worker) announcePlayground(server, config.authToken ? null : path.join(config.home, "auth-token"), log);
   return done;
 }
 
+
+/**
+ * The playground's address, for a person: on a terminal with the token in the fragment
+ * (`http://127.0.0.1:4500/#token=…`: opening it connects at once); otherwise (stdout to a file,
+ * a journal, `docker logs`, readable by others) without it, naming where the token is. The token
+ * never goes into the log.
+ */
+function announcePlayground(server: RunningServer, generatedTokenFile: string | null, log: ReturnType<typeof createLogger>): void {
+  if (!server.url.startsWith("ws://")) return;
+  const url = playgroundUrl(server.url, null);
+  if (server.authToken === null) log.info({ url }, "playground ready");
+  else if (process.stdout.isTTY) {
+    process.stdout.write(`Playground: ${playgroundUrl(server.url, server.authToken)}\n`);
+    log.info({ url }, "playground ready (its address with the token is printed on the terminal)");
+  } else log.info({ url, tokenFile: generatedTokenFile ?? "(configured)" }, "playground ready: add #token=<the token> to the address");
+}

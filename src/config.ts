@@ -3,6 +3,7 @@ import { readFileSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { LimitsError, parseCommandLimits, type CommandLimits } from "./sandbox/limits.js";
 
 export const DEFAULT_LISTEN = "ws://127.0.0.1:4500";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -47,6 +48,13 @@ export interface ServerConfig {
   maxFrameBytes: number;
   /** Clients must send `Authorization: Bearer <token>` when set. */
   authToken?: string | null;
+  /**
+   * How WebSocket/HTTP clients are admitted (stdio needs nothing): `token` (the default) — the
+   * token above, else `<home>/auth-token` (made at first start), and a loopback peer must run as
+   * the server's own user; `token-any-user` — the token only; `none` — no generated token and no
+   * user check: open loopback unless a token is configured (the Host check stays). APP_SERVER_AUTH.
+   */
+  auth?: AuthMode;
   /** Allow a non-loopback listen address without a token (explicit opt-out). */
   insecureNoAuth?: boolean;
   /** Origins allowed for browser connections besides the server's own (exact match). */
@@ -61,6 +69,12 @@ export interface ServerConfig {
   mcpConfig?: string;
   /** Environment variable names (or `PREFIX*`) passed to commands besides the defaults. */
   commandEnv?: string[];
+  /** Resource limits of sandboxed processes (--command-limits). */
+  commandLimits?: CommandLimits;
+  /** Threads share the host's /tmp instead of a private one each (--shared-tmp). */
+  sharedTmp?: boolean;
+  /** The largest patch apply_patch takes (APP_SERVER_MAX_PATCH_BYTES). */
+  maxPatchBytes?: number;
   limits?: Partial<ServerLimits>;
   /** `--workers N|auto`: serve from N processes sharing the port (PostgreSQL and WebSocket only). */
   workers?: number;
@@ -94,6 +108,9 @@ export const DEFAULT_LIMITS: ServerLimits = {
 };
 
 export type Listen = { kind: "ws"; host: string; port: number } | { kind: "stdio" };
+
+export const AUTH_MODES = ["token", "token-any-user", "none"] as const;
+export type AuthMode = (typeof AUTH_MODES)[number];
 
 export class ConfigError extends Error {}
 
@@ -131,6 +148,9 @@ export const SERVE_OPTIONS = {
   bwrap: { type: "string" },
   "command-env": { type: "string", multiple: true },
   "mcp-config": { type: "string" },
+  auth: { type: "string" },
+  "command-limits": { type: "string" },
+  "shared-tmp": { type: "boolean" },
   workers: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -281,6 +301,24 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(name)) throw new ConfigError(`invalid command environment name: ${name} (expected NAME or PREFIX*)`);
   }
   if (secretFiles.length > 0) config.secretFiles = secretFiles;
+  const auth = values.auth ?? env.APP_SERVER_AUTH;
+  if (auth !== undefined) {
+    if (!(AUTH_MODES as readonly string[]).includes(auth))
+      throw new ConfigError(`invalid ${values.auth !== undefined ? "--auth" : "APP_SERVER_AUTH"}: ${auth} (expected ${AUTH_MODES.join(", ")})`);
+    config.auth = auth as AuthMode;
+  }
+  const limits = values["command-limits"] ?? env.APP_SERVER_COMMAND_LIMITS;
+  if (limits !== undefined) {
+    try {
+      config.commandLimits = parseCommandLimits(limits);
+    } catch (err) {
+      if (err instanceof LimitsError) throw new ConfigError(`${values["command-limits"] !== undefined ? "--command-limits" : "APP_SERVER_COMMAND_LIMITS"}: ${err.message}`);
+      throw err;
+    }
+  }
+  if (values["shared-tmp"] || env.APP_SERVER_SHARED_TMP === "1") config.sharedTmp = true;
+  const maxPatch = positiveInt("APP_SERVER_MAX_PATCH_BYTES", env.APP_SERVER_MAX_PATCH_BYTES);
+  if (maxPatch !== undefined) config.maxPatchBytes = maxPatch;
   const tokenFile = values["auth-token-file"] ?? env.APP_SERVER_AUTH_TOKEN_FILE;
   if (tokenFile) {
     config.authToken = readToken(tokenFile);
@@ -308,9 +346,10 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     if (!databaseUrl)
       throw new ConfigError(`${source} needs PostgreSQL (--database-url or DATABASE_URL): the embedded PGlite database belongs to one process`);
   }
-  if (listen.kind === "ws" && !isLoopback(listen.host) && !config.authToken && !config.insecureNoAuth)
+  if (listen.kind === "ws" && !isLoopback(listen.host) && config.auth === "none" && !config.authToken && !config.insecureNoAuth)
     throw new ConfigError(
-      `refusing to listen on non-loopback address ${listen.host} without authentication: set --auth-token-file or APP_SERVER_AUTH_TOKEN (or --insecure-no-auth)`,
+      `refusing to listen on non-loopback address ${listen.host} without authentication (APP_SERVER_AUTH=none): use a token (the default) or --insecure-no-auth`,
     );
+  if (config.insecureNoAuth && !isLoopback(listen.kind === "ws" ? listen.host : "localhost") && !config.authToken) config.auth = "none";
   return config;
 }

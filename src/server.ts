@@ -43,6 +43,10 @@ import { DEFAULT_MAX_INPUT_BYTES } from "./transport/frame-limits.js";
 import { VERSION } from "./version.js";
 import { policyOfMode } from "./sandbox/policy.js";
 import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
+import { privateTmpBase, TrustBoundary } from "./sandbox/boundary.js";
+import { describeLimits } from "./sandbox/limits.js";
+import { loadOrCreateHomeToken, peerUidSupported } from "./transport/auth.js";
+import { randomBytes } from "node:crypto";
 import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
@@ -111,6 +115,8 @@ export function configuredModels(defaultProvider: string, defaultModel: string):
 export interface RunningServer {
   /** ws://HOST:PORT with the real port, or stdio://. */
   readonly url: string;
+  /** The token WebSocket clients must present (null: none, APP_SERVER_AUTH=none or stdio). */
+  readonly authToken: string | null;
   readonly app: AppContext;
   readonly db: Database;
   close(): Promise<void>;
@@ -128,18 +134,24 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   // The input limit's default keeps an input's echo within 1 MiB frames (transport/frame-limits.ts).
   const limits: ServerLimits = { ...DEFAULT_LIMITS, maxInputBytes: DEFAULT_MAX_INPUT_BYTES, ...opts.limits };
-  // Every command the model or a client runs goes through this runner (the OS sandbox seam).
-  // What it hides from sandboxed commands: this server's home (database files, tokens), the token file and other secret files.
-  const commands = new CommandRunner({
-    bwrapPath: opts.bwrapPath,
-    envAllow: opts.commandEnv ?? [],
-    set: opts.commandEnvironment,
-    hiddenPaths: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
+  // The trust boundary every command, file tool and MCP server is held to (src/sandbox/boundary.ts):
+  // this server's home (database files, tokens, configs), the token file and other secret files
+  // are hidden; every configuration file it loads is protected; each thread gets a private /tmp.
+  const boundary = new TrustBoundary({
+    hidden: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
+    tmpBase: opts.sharedTmp ? null : await privateTmpBase(opts.home, randomBytes(4).toString("hex")),
+    limits: opts.commandLimits,
+    ...(opts.maxPatchBytes ? { maxPatchBytes: opts.maxPatchBytes } : {}),
   });
+  // Every command the model or a client runs goes through this runner (the OS sandbox seam).
+  const commands = new CommandRunner({ bwrapPath: opts.bwrapPath, envAllow: opts.commandEnv ?? [], set: opts.commandEnvironment, boundary });
+  const auth = listen.kind === "ws" ? await admission(opts, log) : { token: null, peerUid: undefined };
   // MCP servers: a configuration error stops the start (naming the file and the field); the
   // servers themselves connect in the background, so a slow one never delays readiness.
+  const mcpFile = await locateMcpConfig(opts.mcpConfig, opts.home);
+  if (mcpFile !== null) boundary.protectConfig(mcpFile);
   const mcp = new McpManager({
-    file: await locateMcpConfig(opts.mcpConfig, opts.home),
+    file: mcpFile,
     defaultCwd,
     runner: commands,
     log: log.child({ component: "mcp" }),
@@ -148,7 +160,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   mcpStatusNotifier(mcp, () => connections);
   await mcp.load();
   const sandboxStatus = commands.status().then((status) => {
-    if (status.available) log.info({ bwrap: status.bwrap, version: status.version }, "command sandbox ready");
+    if (status.available)
+      log.info(
+        { bwrap: status.bwrap, version: status.version, limits: status.prlimit ? describeLimits(boundary.limits) : "none (prlimit not found)", privateTmp: boundary.tmpBase !== null },
+        "command sandbox ready",
+      );
     else log.warn({ reason: status.reason, help: SANDBOX_HELP }, "command sandbox unavailable: commands under read-only and workspace-write are refused (danger-full-access still runs)");
   });
   let connectionCount = 0;
@@ -170,7 +186,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerCredentialHandlers(conn, app!);
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     registerMcpHandlers(conn, app!);
-    registerFileSearchHandlers(conn, app!);
+    registerFileSearchHandlers(conn, app!, boundary.hidden);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -189,7 +205,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           isReady: () => ready,
           accept,
           keepalive: { ...keepaliveFromEnv(process.env), ...opts.keepalive },
-          authToken: opts.authToken ?? null,
+          authToken: auth.token,
+          ...(auth.peerUid === undefined ? {} : { peerUid: auth.peerUid }),
           allowedOrigins: opts.allowedOrigins ?? [],
           maxConnections: limits.maxConnections,
           outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
@@ -244,7 +261,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
   const streamIdleTimeoutMs = Number(process.env.APP_SERVER_STREAM_IDLE_TIMEOUT_MS ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
   const planStopGuard = !["0", "false", "off"].includes((process.env.APP_SERVER_PLAN_STOP_GUARD ?? "").toLowerCase());
-  const hookConfig = await loadHookConfig(process.env.APP_SERVER_HOOKS_CONFIG ?? path.join(opts.home, "hooks.json"));
+  const hooksFile = path.resolve(process.env.APP_SERVER_HOOKS_CONFIG ?? path.join(opts.home, "hooks.json"));
+  boundary.protectConfig(hooksFile); // read-only for commands, never written by tools (even before it exists)
+  const hookConfig = await loadHookConfig(hooksFile);
   for (const problem of hookConfig.errors) log.warn({ path: hookConfig.path, problem }, "hook configuration problem; those hooks are not run");
   const hooks =
     hookConfig.hooks.length > 0 ? new HookRunner(
@@ -337,6 +356,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   let closing: Promise<void> | null = null;
   return {
     url,
+    authToken: auth.token,
     app,
     db,
     close: () =>
@@ -353,7 +373,31 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         await mcp.close();
         if (analyze) clearTimeout(analyze);
         await db.close();
+        await boundary.removePrivateTmp();
         log.info({}, "stopped");
       })()),
   };
+}
+
+/**
+ * How WebSocket clients are admitted (src/transport/auth.ts): the configured token, else the
+ * home's generated one, and — in the default mode — the server's own user on loopback.
+ */
+async function admission(opts: StartOptions, log: Logger): Promise<{ token: string | null; peerUid: number | undefined }> {
+  const mode = opts.auth ?? "token";
+  let token = opts.authToken ?? null;
+  // A configured token is always required; `none` only means no generated token and no user check.
+  if (mode === "none") return { token, peerUid: undefined };
+  if (token === null) {
+    const home = await loadOrCreateHomeToken(opts.home);
+    if (home.replaced) log.warn({ file: home.file, reason: home.replaced }, "replaced the auth token: the old one may have been read by others");
+    else if (home.created) log.info({ file: home.file }, "generated an auth token for clients (mode 0600)");
+    token = home.token;
+  }
+  if (mode === "token-any-user") return { token, peerUid: undefined };
+  if (!(await peerUidSupported())) {
+    log.warn({}, "cannot check which user a loopback client runs as here (no /proc/net/tcp): the token alone admits clients");
+    return { token, peerUid: undefined };
+  }
+  return { token, peerUid: process.getuid!() };
 }

@@ -2,8 +2,8 @@
 /**
  * The sandbox over a real WebSocket, mostly with `approvalPolicy: "never"` (nothing is asked): timeouts
  * and interrupts kill the command's whole process tree, and every attempt to reach outside the
- * allowed roots (`..`, absolute paths, symbolic links, a workdir outside, reading outside under
- * read-only) is refused with a tool result saying why, while the turn goes on and nothing is
+ * allowed roots (`..`, absolute paths, symbolic links, a workdir outside, reading the server's
+ * home) is refused with a tool result saying why, while the turn goes on and nothing is
  * written outside. The workspace is not under the temp dir (a writable root): TMPDIR points at a
  * sibling directory, as in the tool unit tests.
  */
@@ -163,14 +163,16 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       noneAsked();
     });
 
-    it("read-only: reading outside (absolute, .., symlink) is refused, and any write fails", async () => {
+    it("read-only: reading outside (absolute, .., symlink) works as a sandboxed `cat` would, the server's home is refused, any write fails", async () => {
       const threadId = await startThread("read-only");
       writeFileSync(path.join(dirs.ws, "inside.txt"), "inside\n");
+      writeFileSync(path.join(h.ts.home, "planted-secret.txt"), "home secret\n");
       const calls = [
         { name: "read_file", arguments: { path: "/etc/passwd" } },
         { name: "read_file", arguments: { path: "../outside/secret.txt" } },
         { name: "read_file", arguments: { path: "secret-link.txt" } },
-        { name: "read_file", arguments: { path: "inside.txt" } }, // allowed
+        { name: "read_file", arguments: { path: "inside.txt" } },
+        { name: "read_file", arguments: { path: path.join(h.ts.home, "planted-secret.txt") } },
         { name: "apply_patch", arguments: { patch: addFilePatch("new.txt", ["x"]) } },
         { name: "shell", arguments: { command: "touch new2.txt" } },
       ];
@@ -178,17 +180,15 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       expect(await runTurn(threadId, "read")).toMatchObject({ status: "completed", stopReason: "finalAnswer" });
 
       const results = resultsOfCalls(calls.length);
-      expect(results[0]).toMatch(/^Cannot read \/etc\/passwd: \/etc\/passwd is outside the readable roots/);
-      expect(results[1]).toMatch(/^Cannot read \.\.\/outside\/secret\.txt: .*escapes the workspace/);
-      expect(results[2]).toMatch(/^Cannot read secret-link\.txt: .*resolves through a symbolic link/);
-      for (const r of results.slice(0, 3)) {
-        expect(r).not.toContain("root:");
-        expect(r).not.toContain("secret\n");
-      }
+      expect(results[0]).toMatch(/^\s+1\troot:/);
+      expect(results[1]).toBe("     1\tsecret");
+      expect(results[2]).toBe("     1\tsecret");
       expect(results[3]).toBe("     1\tinside");
-      expect(results[4]).toMatch(/^Refused to apply the patch: .*read-only/);
+      expect(results[4]).toMatch(/^Cannot read .*planted-secret\.txt: .* which the server keeps hidden from every tool and command/);
+      expect(results[4]).not.toContain("home secret");
+      expect(results[5]).toMatch(/^Refused to apply the patch: .*read-only/);
       // The command runs, inside the read-only OS sandbox, and fails there.
-      expect(results[5]).toMatch(/^Exit code: 1\n[^]*Read-only file system/);
+      expect(results[6]).toMatch(/^Exit code: 1\n[^]*Read-only file system/);
       expect(readdirSync(dirs.ws).sort()).toEqual(["inside.txt", "link", "secret-link.txt"]);
       outsideUntouched();
       noneAsked();

@@ -98,8 +98,11 @@ describe("resolveServeConfig", () => {
     [["--listen", "tcp://127.0.0.1:1"], {}, /unsupported --listen URL scheme: tcp:/],
     [["--listen", "wss://127.0.0.1:1"], {}, /unsupported --listen URL scheme: wss:/],
     [["--listen", "127.0.0.1:4500"], {}, /unsupported --listen URL scheme|invalid --listen URL/],
-    [["--listen", "ws://0.0.0.0:4500"], {}, /refusing to listen on non-loopback address 0\.0\.0\.0/],
-    [[], { APP_SERVER_LISTEN: "ws://10.0.0.1:4500" }, /refusing to listen on non-loopback/],
+    [["--listen", "ws://0.0.0.0:4500"], { APP_SERVER_AUTH: "none" }, /refusing to listen on non-loopback address 0\.0\.0\.0/],
+    [[], { APP_SERVER_LISTEN: "ws://10.0.0.1:4500", APP_SERVER_AUTH: "none" }, /refusing to listen on non-loopback/],
+    [["--auth", "sometimes"], {}, /invalid --auth: sometimes \(expected token, token-any-user, none\)/],
+    [[], { APP_SERVER_COMMAND_LIMITS: "processes=lots" }, /APP_SERVER_COMMAND_LIMITS: invalid processes limit: lots/],
+    [["--command-limits", "memory=1G"], {}, /--command-limits: invalid command limit: memory=1G/],
   ] as const)("refuses %j %j with a ConfigError", (argv, env, message) => {
     let err: unknown;
     try {
@@ -133,7 +136,7 @@ describe("parseListen and isLoopback", () => {
       expect(isLoopback(host), host).toBe(false);
     // Non-canonical spellings are normalised by the URL parser before the check.
     expect(resolveServeConfig(["--listen", "ws://0x7f.0.0.1:0"], {}).listen).toBe("ws://0x7f.0.0.1:0");
-    expect(() => resolveServeConfig(["--listen", "ws://[::ffff:127.0.0.1]:0"], {})).toThrow(/non-loopback/);
+    expect(() => resolveServeConfig(["--listen", "ws://[::ffff:127.0.0.1]:0"], { APP_SERVER_AUTH: "none" })).toThrow(/non-loopback/);
   });
 });
 
@@ -151,8 +154,25 @@ describe("authentication, origins and limits", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("listens beyond loopback only with a token or an explicit --insecure-no-auth", () => {
-    expect(() => resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], {})).toThrow(/without authentication/);
+  it("command limits and the shared /tmp come from flags or the environment", () => {
+    expect(resolveServeConfig(["--command-limits", "processes=512, cpu=unlimited,file-size=1G"], {}).commandLimits).toEqual({
+      processes: 512,
+      addressSpaceBytes: 64 * 1024 ** 3,
+      fileSizeBytes: 1024 ** 3,
+      cpuSeconds: null,
+    });
+    expect(resolveServeConfig([], { APP_SERVER_COMMAND_LIMITS: "address-space=512M" }).commandLimits?.addressSpaceBytes).toBe(512 * 1024 ** 2);
+    expect(resolveServeConfig([], {}).commandLimits).toBeUndefined();
+    expect(resolveServeConfig(["--shared-tmp"], {}).sharedTmp).toBe(true);
+    expect(resolveServeConfig([], { APP_SERVER_SHARED_TMP: "1" }).sharedTmp).toBe(true);
+    expect(resolveServeConfig([], {}).sharedTmp).toBeUndefined();
+  });
+
+  it("listens beyond loopback only with a token (the default: generated) or an explicit --insecure-no-auth", () => {
+    expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], {})).toMatchObject({ listen: "ws://0.0.0.0:4500", authToken: null });
+    expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], {}).auth).toBeUndefined(); // = token, made at start
+    expect(() => resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], { APP_SERVER_AUTH: "none" })).toThrow(/without authentication/);
+    expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500", "--insecure-no-auth"], {}).auth).toBe("none");
     expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500"], { APP_SERVER_AUTH_TOKEN: "fedcba9876543210fedc" }).listen).toBe("ws://0.0.0.0:4500");
     expect(resolveServeConfig(["--listen", "ws://0.0.0.0:4500", "--insecure-no-auth"], {}).insecureNoAuth).toBe(true);
   });

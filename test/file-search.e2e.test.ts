@@ -191,3 +191,25 @@ describe("fuzzyFileSearch", () => {
     });
   });
 });
+
+describe("fuzzyFileSearch and the server's hidden paths", () => {
+  it("never lists the server's home inside a root, and refuses the home itself as a root", async () => {
+    const ws = makeWorkspace();
+    const home = path.join(ws.dir, "server-home");
+    mkdirSync(home);
+    write(home, "home-secret-marker.txt");
+    write(ws.dir, "src/home-visible-marker.txt");
+    const ts = await startTestServer("pglite", { home });
+    const client = await TestClient.initialized(ts.url);
+    try {
+      const found = (await client.request("fuzzyFileSearch", { query: "marker", roots: [ws.dir], cancellationToken: null })).files as Match[];
+      expect(found.map((f) => f.path)).toEqual(["src/home-visible-marker.txt"]);
+      const refused = await client.requestRaw("fuzzyFileSearch", { query: "marker", roots: [home], cancellationToken: null });
+      expect(refused.error).toMatchObject({ code: -32602, message: expect.stringMatching(/is hidden by the server/) });
+    } finally {
+      await client.close();
+      await ts.close();
+      ws.cleanup();
+    }
+  });
+});

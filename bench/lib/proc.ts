@@ -55,6 +55,8 @@ export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("APP_SERVER_") || k === "DATABASE_URL" || k === "NODE_OPTIONS") delete env[k];
   if (opts.nodeOptions) env.NODE_OPTIONS = opts.nodeOptions;
+  // The bench's clients connect without a token (the default since issue 24 requires one).
+  env.APP_SERVER_AUTH = "none";
   Object.assign(env, opts.env ?? {});
   const args = [...opts.command.slice(1), "serve", "--listen", "ws://127.0.0.1:0", "--home", opts.home];
   if (opts.databaseUrl) args.push("--database-url", opts.databaseUrl);

@@ -7,6 +7,7 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { rankPaths } from "./fuzzy.js";
+import { isWithin } from "../sandbox/view.js";
 import { listFiles } from "./walk.js";
 
 /** As many results as Codex returns. */
@@ -35,16 +36,27 @@ export interface FileMatch {
 }
 
 /** Checks and resolves the client's roots; throws FileSearchRootError saying which one is bad. */
-export async function resolveRoots(roots: readonly string[]): Promise<SearchRoot[]> {
+export async function resolveRoots(roots: readonly string[], hidden: readonly string[] = []): Promise<SearchRoot[]> {
   const out: SearchRoot[] = [];
   for (const given of roots) {
     if (!path.isAbsolute(given)) throw new FileSearchRootError(`root ${JSON.stringify(given)} is not an absolute path`);
     const real = await fs.realpath(given).catch(() => null);
     const st = real === null ? null : await fs.stat(real).catch(() => null);
     if (real === null || !st?.isDirectory()) throw new FileSearchRootError(`root ${given} is not an existing directory`);
+    if (hidden.includes(real))
+      throw new FileSearchRootError(`root ${given} is hidden by the server (its home, token or secret files)`);
     out.push({ given, real });
   }
   return out;
+}
+
+/**
+ * What a root's listing leaves out: the hidden paths, except that a root chosen inside one is
+ * listed (as a workspace inside the server's home is visible to its thread).
+ */
+export function hiddenWithin(root: string, hidden: readonly string[]): (abs: string) => boolean {
+  const applicable = hidden.filter((h) => !(isWithin(root, h) && root !== h));
+  return (abs) => applicable.some((h) => isWithin(abs, h));
 }
 
 export interface IndexedRoot {
@@ -53,13 +65,13 @@ export interface IndexedRoot {
   truncated: boolean;
 }
 
-/** Lists each root's files within the entry and time budgets (or until `signal` aborts). */
-export async function indexRoots(roots: readonly SearchRoot[], signal?: AbortSignal): Promise<IndexedRoot[]> {
+/** Lists each root's files within the entry and time budgets (or until `signal` aborts), never a hidden path. */
+export async function indexRoots(roots: readonly SearchRoot[], signal?: AbortSignal, hidden: readonly string[] = []): Promise<IndexedRoot[]> {
   const budget = AbortSignal.timeout(FILE_SEARCH_TIME_BUDGET_MS);
   const stop = signal ? AbortSignal.any([signal, budget]) : budget;
   const out: IndexedRoot[] = [];
   for (const root of roots) {
-    const listed = await listFiles(root.real, { maxEntries: FILE_SEARCH_MAX_ENTRIES, signal: stop });
+    const listed = await listFiles(root.real, { maxEntries: FILE_SEARCH_MAX_ENTRIES, signal: stop, skip: hiddenWithin(root.real, hidden) });
     out.push({ root, ...listed });
   }
   return out;

@@ -19,6 +19,8 @@ export interface WalkOptions {
   /** Stop after this many directory entries have been looked at. */
   maxEntries: number;
   signal?: AbortSignal;
+  /** Absolute paths never listed nor entered (the server's hidden paths, src/sandbox/boundary.ts). */
+  skip?: (abs: string) => boolean;
 }
 
 export interface WalkResult {
@@ -108,6 +110,7 @@ export async function listFiles(root: string, opts: WalkOptions): Promise<WalkRe
     for (const entry of entries) {
       if (++seen > opts.maxEntries || opts.signal?.aborted) return { files, truncated: true };
       const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      if (opts.skip?.(path.join(root, childRel))) continue;
       if (entry.isDirectory()) {
         if (entry.name === ".git" || ignored(layers, childRel, true)) continue;
         const rules = await readRules(path.join(root, childRel));
@@ -115,7 +118,7 @@ export async function listFiles(root: string, opts: WalkOptions): Promise<WalkRe
       } else if (entry.isSymbolicLink()) {
         if (ignored(layers, childRel, false)) continue;
         const target = await fs.realpath(path.join(root, childRel)).catch(() => null);
-        if (target === null || !isWithin(target, root)) continue;
+        if (target === null || !isWithin(target, root) || opts.skip?.(target)) continue;
         const st = await fs.stat(target).catch(() => null);
         if (st?.isFile()) files.push(childRel);
       } else if (entry.isFile()) {

@@ -8,7 +8,8 @@
  *   dangerFullAccess  no sandbox: the command runs as the server's user
  *
  * The same resolution serves the OS sandbox (bubblewrap binds) and the file tools' path checks
- * (apply_patch writes), so the two can never disagree about what is writable.
+ * (apply_patch writes), so the two can never disagree about what is writable: a Confinement joined
+ * with the server's TrustBoundary is a SandboxView (view.ts), which both consult.
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
@@ -18,10 +19,17 @@ export interface Confinement {
   mode: Exclude<SandboxMode, "danger-full-access">;
   /** Symlink-free absolute directories the command may write (empty for read-only). */
   writableRoots: string[];
-  /** Paths inside writable roots that stay read-only (each root's `.git`). */
+  /** Paths inside writable roots that stay read-only (each root's `.git`, `.codex`, `.agent-app-server`). */
   readOnlyPaths: string[];
   network: boolean;
+  /** The thread's working directory (real path); visible even inside a hidden directory. */
+  cwd?: string;
+  /** Whose private /tmp the process sees (a thread id …); absent: the server's own. */
+  tmpScope?: string;
 }
+
+/** Entries of a writable root that stay read-only (Codex keeps `.git` and `.codex` so). */
+export const PROTECTED_NAMES = [".git", ".codex", ".agent-app-server"] as const;
 
 /** null = no confinement (danger-full-access). */
 export type ResolvedSandbox = Confinement | null;
@@ -65,20 +73,30 @@ export async function writableRootsOf(policy: SandboxPolicy, cwd: string, env: N
   return out;
 }
 
-/** Each writable root's `.git` (directory or gitdir file), which stays read-only. */
+/** Each writable root's protected entries (`.git` directory or gitdir file …) that exist. */
 async function protectedPathsOf(roots: readonly string[]): Promise<string[]> {
   const out: string[] = [];
   for (const root of roots) {
-    const git = path.join(root, ".git");
-    const st = await fs.lstat(git).catch(() => null);
-    if (st !== null && (st.isDirectory() || st.isFile())) out.push(git);
+    for (const name of PROTECTED_NAMES) {
+      const p = path.join(root, name);
+      const st = await fs.lstat(p).catch(() => null);
+      if (st !== null && (st.isDirectory() || st.isFile()) && !out.includes(p)) out.push(p);
+    }
   }
   return out;
 }
 
-export async function resolveSandbox(policy: SandboxPolicy, cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedSandbox> {
+export interface ResolveOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Whose private /tmp (see Confinement.tmpScope). */
+  tmpScope?: string;
+}
+
+export async function resolveSandbox(policy: SandboxPolicy, cwd: string, opts: ResolveOptions = {}): Promise<ResolvedSandbox> {
   if (policy.type === "dangerFullAccess") return null;
-  if (policy.type === "readOnly") return { mode: "read-only", writableRoots: [], readOnlyPaths: [], network: policy.networkAccess };
-  const writableRoots = await writableRootsOf(policy, cwd, env);
-  return { mode: "workspace-write", writableRoots, readOnlyPaths: await protectedPathsOf(writableRoots), network: policy.networkAccess };
+  const realCwd = (await realDir(cwd)) ?? path.resolve(cwd);
+  const scope = opts.tmpScope === undefined ? {} : { tmpScope: opts.tmpScope };
+  if (policy.type === "readOnly") return { mode: "read-only", writableRoots: [], readOnlyPaths: [], network: policy.networkAccess, cwd: realCwd, ...scope };
+  const writableRoots = await writableRootsOf(policy, cwd, opts.env ?? process.env);
+  return { mode: "workspace-write", writableRoots, readOnlyPaths: await protectedPathsOf(writableRoots), network: policy.networkAccess, cwd: realCwd, ...scope };
 }

@@ -8,16 +8,23 @@ import { execFile } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { notStarted, runProcess, type RunOptions, type RunResult } from "../tools/process.js";
-import { bwrapArgs, type MaskedPath } from "./bwrap.js";
+import { TrustBoundary } from "./boundary.js";
+import { bwrapArgs } from "./bwrap.js";
 import { commandEnvironment } from "./environment.js";
+import { prlimitArgs } from "./limits.js";
 import type { Confinement, ResolvedSandbox } from "./policy.js";
+import { SandboxView } from "./view.js";
 
-export type SandboxStatus = { available: true; bwrap: string; version: string } | { available: false; reason: string };
+export type SandboxStatus =
+  | { available: true; bwrap: string; version: string; /** prlimit's path, or null: no resource limits. */ prlimit: string | null }
+  | { available: false; reason: string };
 
 export interface CommandRunnerOptions {
   /** The bubblewrap binary (default: `bwrap` on PATH). */
   bwrapPath?: string;
-  /** Paths no sandboxed command may read: the server's home (its database, tokens), token files. */
+  /** What no command or tool may touch, private /tmp, limits (default: hiddenPaths only). */
+  boundary?: TrustBoundary;
+  /** Paths no sandboxed command may read, when no boundary is given (tests). */
   hiddenPaths?: readonly string[];
   /** Environment names passed to commands besides the defaults (see environment.ts). */
   envAllow?: readonly string[];
@@ -37,19 +44,18 @@ export interface CommandRequest extends Omit<RunOptions, "file" | "args" | "env"
 
 export type CommandResult = { ran: true; sandboxed: boolean; run: RunResult } | { ran: false; reason: string };
 
-/** Always hidden where they exist: readable by root-owned sandboxes, useful to nobody's build. */
-const SYSTEM_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"];
-
 export const SANDBOX_HELP =
   "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces (in a container: run it with --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or use danger-full-access and let the container be the sandbox)";
 
 export class CommandRunner {
   private readonly bwrap: string;
   private probed: Promise<SandboxStatus> | null = null;
-  private masksCache: Promise<MaskedPath[]> | null = null;
+  /** The one boundary every command, tool and MCP server of this server is held to. */
+  readonly boundary: TrustBoundary;
 
   constructor(private readonly opts: CommandRunnerOptions = {}) {
     this.bwrap = opts.bwrapPath ?? "bwrap";
+    this.boundary = opts.boundary ?? new TrustBoundary({ hidden: opts.hiddenPaths ?? [] });
   }
 
   /** Whether confined commands can run here (probed once: a real sandbox running `true`). */
@@ -79,8 +85,9 @@ export class CommandRunner {
     // Inside bwrap a missing program is bwrap's own error (exit 1): find it first, as spawn would.
     const missing = await missingProgram(argv[0], environment.PATH, req.cwd);
     if (missing) return { ran: true, sandboxed: true, run: notStarted(missing) };
-    const args = bwrapArgs({ confinement: sandbox, cwd: req.cwd, masks: await this.masks(sandbox), argv });
-    const run = await runProcess({ ...rest, file: this.bwrap, args, env: environment });
+    const args = await this.sandboxArgs(sandbox, req.cwd, argv, status.prlimit, false);
+    // req.cwd is a path inside the sandbox (--chdir): in a private /tmp it need not exist outside.
+    const run = await runProcess({ ...rest, cwd: "/", file: this.bwrap, args, env: environment });
     return { ran: true, sandboxed: true, run };
   }
 
@@ -95,26 +102,45 @@ export class CommandRunner {
     if (!status.available) throw new Error(`the OS sandbox is not available (${status.reason}); a ${sandbox.mode} process is never run unconfined`);
     const missing = await missingProgram(argv[0], environment.PATH, cwd);
     if (missing) throw new Error(`${argv[0]}: command not found`);
-    return { command: this.bwrap, args: bwrapArgs({ confinement: sandbox, cwd, masks: await this.masks(sandbox), argv }), env: environment, cwd };
+    // A long-lived process (an MCP server): no CPU-time limit, it would add up over days.
+    return { command: this.bwrap, args: await this.sandboxArgs(sandbox, cwd, argv, status.prlimit, true), env: environment, cwd };
   }
 
-  private masks(c: Confinement): Promise<MaskedPath[]> {
-    const base = (this.masksCache ??= existingMasks([...(this.opts.hiddenPaths ?? []), ...SYSTEM_SECRETS]));
-    // Without the network, /run's sockets (database, docker, dbus) are the way out: hide them.
-    // With it, /run stays (resolv.conf often points into it) — loopback is reachable anyway.
-    if (c.network) return base;
-    return base.then(async (m) => [...m, ...(await existingMasks(["/run", "/var/run"]))]);
+  /** The view of `sandbox` (the boundary joined with the confinement), as tools see it too. */
+  view(sandbox: ResolvedSandbox): Promise<SandboxView> {
+    return SandboxView.create(this.boundary, sandbox);
+  }
+
+  /**
+   * bwrap's arguments: the view's mounts (without the network, /run's sockets — database, docker,
+   * dbus — are masked too: they are the way out), then the limits through prlimit, then argv.
+   */
+  private async sandboxArgs(sandbox: Confinement, cwd: string, argv: readonly string[], prlimit: string | null, longLived: boolean): Promise<string[]> {
+    const { mounts, readOnlyMasks } = await (await this.view(sandbox)).mountArgs(cwd);
+    const limits = prlimit === null ? [] : prlimitArgs(this.boundary.limits, { longLived });
+    const command = limits.length > 0 ? [prlimit!, ...limits, "--", ...argv] : argv;
+    return bwrapArgs({ network: sandbox.network, cwd, mounts, readOnlyMasks, argv: command });
   }
 
   private async probe(): Promise<SandboxStatus> {
     const confinement: Confinement = { mode: "read-only", writableRoots: [], readOnlyPaths: [], network: false };
-    const args = bwrapArgs({ confinement, cwd: "/", masks: await this.masks(confinement), argv: ["true"] });
     const version = await execText(this.bwrap, ["--version"]);
     if (!version.ok) return { available: false, reason: `${this.bwrap} cannot be run: ${version.text}` };
-    const trial = await execText(this.bwrap, args);
+    const prlimit = await findProgram("prlimit", process.env.PATH ?? "/usr/bin:/bin");
+    const trial = await execText(this.bwrap, await this.sandboxArgs(confinement, "/", ["true"], prlimit, false));
     if (!trial.ok) return { available: false, reason: `${this.bwrap} cannot create a sandbox here: ${trial.text}` };
-    return { available: true, bwrap: this.bwrap, version: version.text.replace(/^bubblewrap\s*/, "") };
+    return { available: true, bwrap: this.bwrap, version: version.text.replace(/^bubblewrap\s*/, ""), prlimit };
   }
+}
+
+/** The absolute path of `program` on `PATH`, or null. */
+async function findProgram(program: string, PATH: string): Promise<string | null> {
+  for (const dir of PATH.split(":").filter(Boolean)) {
+    const p = path.join(dir, program);
+    const ok = await fs.access(p, fs.constants.X_OK).then(() => true, () => false);
+    if (ok) return p;
+  }
+  return null;
 }
 
 /** Why `program` cannot be started (as spawn would report it), or null when it can be. */
@@ -130,18 +156,6 @@ async function missingProgram(program: string | undefined, PATH: string | undefi
     }
   }
   return { code: "ENOENT", message: `spawn ${program} ENOENT` };
-}
-
-async function existingMasks(paths: readonly string[]): Promise<MaskedPath[]> {
-  const out: MaskedPath[] = [];
-  for (const p of paths) {
-    const abs = path.resolve(p);
-    const st = await fs.lstat(abs).catch(() => null);
-    if (st === null || st.isSymbolicLink()) continue; // /var/run → /run is covered by /run
-    const real = await fs.realpath(abs).catch(() => abs);
-    if (!out.some((m) => m.path === real)) out.push({ path: real, kind: st.isDirectory() ? "dir" : "file" });
-  }
-  return out;
 }
 
 function execText(file: string, args: string[]): Promise<{ ok: boolean; text: string }> {

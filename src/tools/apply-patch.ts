@@ -19,6 +19,8 @@ export const ApplyPatchArgs = z.object({
 
 type FileChange = z.infer<typeof FileChangeItem>;
 
+const mib = (bytes: number) => `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+
 const DESCRIPTION = `Edits files with a patch. Format:
 *** Begin Patch
 *** Add File: path/to/new.txt
@@ -43,6 +45,10 @@ export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks
       schema: ApplyPatchArgs,
       readOnly: false,
       async plan({ patch }): Promise<ToolAction | ToolOutcome> {
+        const max = ctx.commands.boundary.maxPatchBytes;
+        const size = Buffer.byteLength(patch);
+        if (size > max)
+          return textOutcome(`The patch is too large: ${mib(size)} exceeds the limit of ${mib(max)}. Split it into smaller patches (or write generated content with a command). No files were changed.`, true);
         const parsed = parsePatch(patch);
         if (!parsed.ok) return textOutcome(`${parsed.error}\nNo files were changed.`, true);
         if (parsed.hunks.length === 0) return textOutcome("The patch contains no file operations; no files were changed.", true);
@@ -74,7 +80,7 @@ export function applyPatchTool(ctx: ToolContext, tracker: TurnDiffTracker, hooks
 
         const resolve = (p: string): ResolvedTarget => {
           const c = checks.get(p)!;
-          return { display: c.path!, real: c.real! };
+          return { display: c.path!, real: c.host! };
         };
         const planned = await planPatch(parsed.hunks, resolve);
         if (!planned.ok) return textOutcome(`Failed to apply the patch: ${planned.error}\nNo files were changed.`, true);

@@ -178,6 +178,24 @@ export function unifiedDiffHunks(oldText: string, newText: string, context = 3):
   return out.length ? out.join("\n") + "\n" : "";
 }
 
+/**
+ * The most of one file's diff that items and `turn/diff/updated` carry: a patch of tens of MiB
+ * would otherwise be copied into every notification, stored row and client (issue 24: a 30 MiB
+ * patch took the server from 290 to 943 MB). Beyond it the diff is cut at a line, with a note.
+ */
+export const MAX_SHOWN_DIFF_CHARS = 1024 * 1024;
+/** Files larger than this (both sides together) are not diffed line by line at all. */
+export const MAX_DIFFED_CHARS = 4 * 1024 * 1024;
+
+/** `text` cut to MAX_SHOWN_DIFF_CHARS at a line end, saying how much was left out. */
+export function shownDiff(text: string, limit = MAX_SHOWN_DIFF_CHARS): string {
+  if (text.length <= limit) return text;
+  const cut = text.lastIndexOf("\n", limit);
+  const kept = text.slice(0, cut > 0 ? cut + 1 : limit);
+  const rest = text.length - kept.length;
+  return `${kept}[… ${rest} more characters of this diff not shown; the change itself is complete]\n`;
+}
+
 /** A git-style diff of one file; `null` content means the file does not exist on that side. */
 export function fileDiff(displayPath: string, before: string | null, after: string | null, context = 3): string {
   if (before === after) return "";
@@ -187,8 +205,12 @@ export function fileDiff(displayPath: string, before: string | null, after: stri
   if (before === null) header.push("new file mode 100644");
   if (after === null) header.push("deleted file mode 100644");
   header.push(`--- ${before === null ? "/dev/null" : a}`, `+++ ${after === null ? "/dev/null" : b}`);
+  if ((before?.length ?? 0) + (after?.length ?? 0) > MAX_DIFFED_CHARS) {
+    const size = (t: string | null) => (t === null ? "absent" : `${t.length} characters`);
+    return `${header.join("\n")}\n@@ large file: ${size(before)} before, ${size(after)} after; not shown line by line @@\n`;
+  }
   const hunks = unifiedDiffHunks(before ?? "", after ?? "", context);
-  return header.join("\n") + "\n" + hunks;
+  return shownDiff(header.join("\n") + "\n" + hunks);
 }
 
 /** The "binary files differ" form for content that is not text. */

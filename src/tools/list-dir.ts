@@ -1,9 +1,12 @@
-/** The `list_dir` tool: one directory's entries, sorted, directories marked with `/`. */
-import { promises as fs } from "node:fs";
+/**
+ * The `list_dir` tool: one directory's entries, sorted, directories marked with `/`. The directory
+ * is opened component by component without following links (pinned-dir.ts): no race with a swap.
+ */
 import { z } from "zod";
 import { textOutcome, type LoopTool } from "../agent/tools.js";
 import type { ToolContext } from "./context.js";
 import { defineTool } from "./define.js";
+import { PinnedDir, SymlinkInPathError } from "./pinned-dir.js";
 import { checkPath, displayPath } from "./workspace.js";
 
 export const DEFAULT_LIST_DIR_MAX_ENTRIES = 500;
@@ -23,8 +26,14 @@ export function listDirTool(ctx: ToolContext, maxEntries = DEFAULT_LIST_DIR_MAX_
       if (!check.ok) return textOutcome(`Cannot list ${args.path}: ${check.reason}.`, true);
       let entries;
       try {
-        entries = await fs.readdir(check.real, { withFileTypes: true });
+        const dir = await PinnedDir.open(check.host);
+        try {
+          entries = await dir.list();
+        } finally {
+          await dir.close();
+        }
       } catch (err) {
+        if (err instanceof SymlinkInPathError) return textOutcome(`Cannot list ${args.path}: ${err.path} became a symbolic link after the path was checked; nothing was listed.`, true);
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOENT") return textOutcome(`Cannot list ${args.path}: it does not exist.`, true);
         if (code === "ENOTDIR") return textOutcome(`Cannot list ${args.path}: it is a file; use read_file.`, true);

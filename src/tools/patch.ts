@@ -16,7 +16,7 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import type { FileUpdateChange } from "../protocol/items.js";
-import { unifiedDiffHunks } from "./diff.js";
+import { MAX_DIFFED_CHARS, shownDiff, unifiedDiffHunks } from "./diff.js";
 import { PinnedDir, readNoFollow, SymlinkInPathError } from "./pinned-dir.js";
 
 export interface UpdateChunk {
@@ -350,14 +350,14 @@ export async function planPatch(hunks: readonly PatchHunk[], resolve: (p: string
       if (h.type === "add") {
         await load(t);
         current.set(t.real, Buffer.from(h.contents, "utf8"));
-        changes.set(t.display, { path: t.display, kind: { type: "add" }, diff: h.contents });
+        changes.set(t.display, { path: t.display, kind: { type: "add" }, diff: shownDiff(h.contents) });
         summary.push(`A ${h.path}`);
       } else if (h.type === "delete") {
         const before = await load(t);
         if (before === null) return { ok: false, error: `Failed to delete ${h.path}: the file does not exist` };
         current.set(t.real, null);
         const text = asText(before, h.path);
-        changes.set(t.display, { path: t.display, kind: { type: "delete" }, diff: text instanceof Error ? "" : text });
+        changes.set(t.display, { path: t.display, kind: { type: "delete" }, diff: text instanceof Error ? "" : shownDiff(text) });
         summary.push(`D ${h.path}`);
       } else {
         const before = await load(t);
@@ -366,7 +366,10 @@ export async function planPatch(hunks: readonly PatchHunk[], resolve: (p: string
         if (text instanceof Error) return { ok: false, error: text.message };
         const applied = applyChunks(text, h.chunks, h.path);
         if (!applied.ok) return { ok: false, error: applied.error };
-        let diff = unifiedDiffHunks(text, applied.content);
+        let diff =
+          text.length + applied.content.length > MAX_DIFFED_CHARS
+            ? `@@ large file: ${text.length} characters before, ${applied.content.length} after; not shown line by line @@\n`
+            : shownDiff(unifiedDiffHunks(text, applied.content));
         let movedTo: ResolvedTarget | null = null;
         if (h.movePath !== null) {
           movedTo = resolve(h.movePath);

@@ -29,7 +29,7 @@
  * plain path-based operations, exactly the behaviour apply_patch had before: symlinks in the
  * path are followed at write time, so the check-then-write race stays open there.
  */
-import { constants as C, promises as fs, type Stats } from "node:fs";
+import { constants as C, promises as fs, type Dirent, type Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import path from "node:path";
 
@@ -264,6 +264,39 @@ export class PinnedDir {
     }
   }
 
+  /**
+   * Opens the entry `name` for reading, without following a symbolic link there (a link is a
+   * SymlinkInPathError) and without blocking on a FIFO. The caller checks the type (fstat) and
+   * closes the handle.
+   */
+  async openRead(name: string): Promise<FileHandle> {
+    try {
+      return await this.op(name, (at) => fs.open(at, C.O_RDONLY | (this.pinned ? O_NOFOLLOW : 0) | O_NONBLOCK));
+    } catch (err) {
+      if (codeOf(err) === "ELOOP" && this.pinned) throw new SymlinkInPathError(this.logical(name));
+      throw err;
+    }
+  }
+
+  /** The directory's entries (of the pinned directory itself, whatever its path names now). */
+  async list(): Promise<Dirent[]> {
+    if (this.closed) throw new Error(`${this.path}: the directory was already closed`);
+    try {
+      return await fs.readdir(this.base, { withFileTypes: true });
+    } catch (err) {
+      throw this.pinned ? relabel(err, this.base, this.path) : err;
+    }
+  }
+
+  /** Opens the existing subdirectory `name` without following a symbolic link there. */
+  async openChild(name: string): Promise<PinnedDir> {
+    this.at(name);
+    const logical = this.logical(name);
+    if (!this.pinned) return PinnedDir.openByPath(logical, {});
+    const h = await openDirAt(`${this.base}/${name}`, logical);
+    return new PinnedDir(logical, `${PROC_FD}/${h.fd}`, true, [h], []);
+  }
+
   /** lstat of an entry (not following a symbolic link there); null when absent. */
   async stat(name: string): Promise<Stats | null> {
     try {
@@ -404,6 +437,20 @@ export async function readNoFollow(real: string): Promise<{ content: Buffer; mod
   }
   try {
     return await dir.read(path.basename(real));
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * Opens the file `real` (symlink-free, as checked) for reading without following a symbolic link
+ * at any component: a directory swapped for a link after the check makes this fail with
+ * SymlinkInPathError instead of reading outside the checked location.
+ */
+export async function openReadNoFollow(real: string): Promise<FileHandle> {
+  const dir = await PinnedDir.open(path.dirname(real));
+  try {
+    return await dir.openRead(path.basename(real));
   } finally {
     await dir.close();
   }

@@ -86,17 +86,19 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
         // Where it runs.
         let cwd = ctx.cwd;
         let cwdReal: string;
+        let cwdHost: string;
         let workdirObjection: string | null = null;
         if (args.workdir !== undefined) {
-          const check = await checkPath(ctx, args.workdir, "read");
+          const check = await checkPath(ctx, args.workdir, "workdir");
           if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
           if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
           cwd = check.path!;
           cwdReal = check.real!;
+          cwdHost = check.host!; // where it is outside the sandbox (a private /tmp differs)
         } else {
-          cwdReal = await realpathLoose(ctx.cwd);
+          cwdReal = cwdHost = await realpathLoose(ctx.cwd);
         }
-        const st = await fs.stat(cwdReal).catch(() => null);
+        const st = await fs.stat(cwdHost).catch(() => null);
         if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
         if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
 
@@ -155,7 +157,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
             const item = host.item as CommandItem;
             const done = (patch: Partial<CommandItem>, outcome: ToolOutcome) => ({ patch: { durationMs: Date.now() - host.startedAtMs, ...patch }, outcome });
             // Run it: confined, and after a sandbox denial outside the sandbox if the policy asks for that.
-            let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd);
+            let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd, { tmpScope: ctx.threadId });
             // An accepted workdir outside the writable roots is granted for this command: writable there.
             if (workdirGranted && confinement?.mode === "workspace-write" && !confinement.writableRoots.includes(cwdReal))
               confinement = { ...confinement, writableRoots: [...confinement.writableRoots, cwdReal] };

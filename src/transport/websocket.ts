@@ -15,6 +15,7 @@ import { DEFAULT_KEEPALIVE, watchSocket, type KeepaliveOptions } from "./keepali
 import type { SendText } from "../rpc/peer.js";
 import { PreparedNotification } from "../rpc/prepared-notification.js";
 import { deltaHint, OutboundQueue } from "./outbound.js";
+import { isLoopbackAddress, peerUid } from "./auth.js";
 
 export interface WebSocketTransportOptions {
   host: string;
@@ -32,6 +33,11 @@ export interface WebSocketTransportOptions {
   keepalive?: KeepaliveOptions;
   /** Required bearer token (constant-time compared); null: no authentication. */
   authToken?: string | null;
+  /**
+   * A loopback client must run as this uid (checked on /proc/net/tcp, auth.ts) besides presenting
+   * the token; absent: any user with the token.
+   */
+  peerUid?: number;
   /** Browser origins allowed besides the server's own. */
   allowedOrigins?: string[];
   maxConnections?: number;
@@ -223,12 +229,22 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
 
   const authorized = (headers: Record<string, string | string[] | undefined>, url: string) =>
     !opts.authToken || tokenMatches(presentedToken(headers, url), opts.authToken);
+  /** Null when the client may connect, else why not (a loopback client of another user). */
+  const otherUser = async (socket: Socket): Promise<string | null> => {
+    if (opts.peerUid === undefined || !isLoopbackAddress(socket.remoteAddress)) return null;
+    const uid = await peerUid(socket);
+    if (uid === opts.peerUid) return null;
+    opts.log.warn({ component: "http", remote: socket.remoteAddress, peerUid: uid }, "refused a loopback connection of another user");
+    return uid === null ? "the connecting user could not be determined" : "connections from other local users are refused";
+  };
 
   app.get("/healthz", async () => ({ status: "ok" }));
   if (opts.metrics) {
     const render = opts.metrics;
     app.get("/metrics", async (req, reply) => {
       if (!authorized(req.headers, req.url)) return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
+      const refused = await otherUser(req.socket);
+      if (refused !== null) return reply.code(403).send({ error: refused });
       return reply.type("text/plain; version=0.0.4; charset=utf-8").send(await render());
     });
   }
@@ -255,6 +271,8 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
         opts.log.warn({ component: "ws", remote: req.ip }, "rejected a connection without a valid token");
         return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
       }
+      const refused = await otherUser(req.socket);
+      if (refused !== null) return reply.code(403).send({ error: refused });
     });
     scope.route({
       method: "GET",

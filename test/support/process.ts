@@ -120,7 +120,9 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("APP_SERVER_") || k === "DATABASE_URL") delete env[k];
   // An empty HOME: commands the child server runs (bash -lc) must not read this machine's ~/.bashrc.
-  return { ...env, HOME: quietHome(), ...extra };
+  // APP_SERVER_AUTH=none: spawned servers admit tests' clients without a token unless a test opts
+  // into authentication (passing APP_SERVER_AUTH itself, or a token).
+  return { ...env, HOME: quietHome(), APP_SERVER_AUTH: "none", ...extra };
 }
 
 /** tsx's loader and the entry point by absolute path, so that a command can run in any directory. */

@@ -69,6 +69,9 @@ export async function startServerOn(db: TestDatabase, overrides: Partial<StartOp
     log: testLogger(),
     cwd: db.home,
     commandEnvironment: { HOME: quietHome() },
+    // Open loopback, as APP_SERVER_AUTH=none: tests connect without a token unless they give one
+    // (authToken) or opt into the default admission (auth: "token").
+    auth: "none",
     ...overrides,
     database: { ...rest, ...(reopen ? {} : { loadDataDir }), ...overrides.database },
   });

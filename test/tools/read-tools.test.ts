@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { builtinTools, BUILTIN_TOOL_NAMES } from "../../src/tools/builtin.js";
 import { globToRegExp } from "../../src/tools/grep.js";
+import { CommandRunner } from "../../src/sandbox/runner.js";
 import { makeDirs, RecordingContext, run, textOf, toolNamed, type Dirs } from "./helpers.js";
 
 let d: Dirs;
@@ -14,6 +15,8 @@ beforeEach(() => {
 });
 afterEach(() => d.cleanup());
 const tools = (opts: Parameters<typeof builtinTools>[1] = {}) => builtinTools(ctx, opts);
+/** The tools of a thread whose server hides `d.outside` (as it hides its home and token files). */
+const toolsHiding = (hidden: string) => builtinTools(new RecordingContext(d.ws, "workspace-write", "untrusted", undefined, new CommandRunner({ hiddenPaths: [hidden] })));
 const write = (p: string, content: string | Buffer) => {
   mkdirSync(path.dirname(path.join(d.ws, p)), { recursive: true });
   writeFileSync(path.join(d.ws, p), content);
@@ -43,22 +46,38 @@ describe("read_file", () => {
     expect(out).toContain("[1 line was longer than 100 characters and cut.]");
   });
 
-  it("refuses binary files, directories, missing files and escapes", async () => {
+  it("refuses binary files, directories and missing files", async () => {
     write("img.png", Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0x0d]));
     write("latin1.txt", Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
     mkdirSync(path.join(d.ws, "dir"));
-    writeFileSync(path.join(d.outside, "secret.txt"), "secret\n");
-    symlinkSync(path.join(d.outside, "secret.txt"), path.join(d.ws, "link"));
     const rf = toolNamed(tools(), "read_file");
     expect(textOf(await run(rf, { path: "img.png" }))).toMatch(/binary file \(8 bytes\)/);
     expect(textOf(await run(rf, { path: "latin1.txt" }))).toMatch(/binary/);
     expect(textOf(await run(rf, { path: "dir" }))).toMatch(/directory; use list_dir/);
     expect(textOf(await run(rf, { path: "nope.txt" }))).toMatch(/does not exist/);
-    for (const p of ["link", "../outside/secret.txt", path.join(d.outside, "secret.txt")]) {
+  });
+
+  it("reads outside the workspace as a sandboxed command could (read-only semantics)", async () => {
+    writeFileSync(path.join(d.outside, "notes.txt"), "outside notes\n");
+    symlinkSync(path.join(d.outside, "notes.txt"), path.join(d.ws, "link"));
+    const rf = toolNamed(tools(), "read_file");
+    for (const p of ["link", "../outside/notes.txt", path.join(d.outside, "notes.txt")]) {
+      const out = await run(rf, { path: p });
+      expect(out.isError, p).toBe(false);
+      expect(textOf(out)).toBe("     1\toutside notes");
+    }
+  });
+
+  it("refuses a hidden path however it is named: through a link, via .., absolute", async () => {
+    writeFileSync(path.join(d.outside, "secret.txt"), "secret\n");
+    symlinkSync(path.join(d.outside, "secret.txt"), path.join(d.ws, "link"));
+    symlinkSync(d.outside, path.join(d.ws, "dir-link"));
+    const rf = toolNamed(toolsHiding(d.outside), "read_file");
+    for (const p of ["link", "dir-link/secret.txt", "../outside/secret.txt", path.join(d.outside, "secret.txt")]) {
       const out = await run(rf, { path: p });
       expect(out.isError).toBe(true);
       expect(textOf(out)).not.toContain("secret\n");
-      expect(textOf(out)).toMatch(/^Cannot read/);
+      expect(textOf(out)).toMatch(/^Cannot read .*which the server keeps hidden from every tool and command/);
     }
   });
 
@@ -85,11 +104,14 @@ describe("list_dir", () => {
     expect(textOf(capped)).toBe("many/ (12 entries)\nf00\nf01\nf02\nf03\nf04\n[… 7 more entries not shown]");
   });
 
-  it("refuses paths outside the workspace and explains missing ones", async () => {
+  it("lists outside the workspace, refuses hidden paths and explains missing ones", async () => {
+    writeFileSync(path.join(d.outside, "o.txt"), "");
     const ld = toolNamed(tools(), "list_dir");
-    expect(textOf(await run(ld, { path: ".." }))).toMatch(/^Cannot list \.\.: .*escapes the workspace/);
-    expect(textOf(await run(ld, { path: d.outside }))).toMatch(/outside the readable roots/);
+    expect(textOf(await run(ld, { path: d.outside }))).toBe(`${d.outside}/ (1 entry)\no.txt`);
+    expect(textOf(await run(ld, { path: ".." }))).toMatch(/^\S+\/ \(3 entries\)\noutside\/\ntmp\/\nws\/$/);
     expect(textOf(await run(ld, { path: "nope" }))).toMatch(/does not exist/);
+    const hiding = toolNamed(toolsHiding(d.outside), "list_dir");
+    expect(textOf(await run(hiding, { path: "../outside" }))).toMatch(/^Cannot list \.\.\/outside: .*hidden/);
   });
 });
 
@@ -124,12 +146,30 @@ describe("grep", () => {
     expect(lines[10]).toMatch(/Results capped at 10 matches/);
   });
 
-  it("reports an invalid regex and refuses paths outside", async () => {
+  it("reports an invalid regex, searches outside the workspace, refuses hidden paths", async () => {
     const g = toolNamed(tools(), "grep");
     const bad = await run(g, { pattern: "foo(" });
     expect(bad.isError).toBe(true);
-    expect(textOf(bad)).toMatch(/Invalid pattern/);
-    expect((await run(g, { pattern: "x", path: "../outside" })).isError).toBe(true);
+    expect(textOf(bad)).toMatch(/^Invalid pattern: missing closing \)/);
+    writeFileSync(path.join(d.outside, "o.txt"), "x marks\n");
+    expect(textOf(await run(g, { pattern: "marks", path: "../outside" }))).toBe(`${d.outside}/o.txt:1: x marks`);
+    const hidden = await run(toolNamed(toolsHiding(d.outside), "grep"), { pattern: "marks", path: "../outside" });
+    expect(hidden.isError).toBe(true);
+    expect(textOf(hidden)).toMatch(/hidden/);
+    // A search of the workspace's parent skips the hidden directory inside it.
+    expect(textOf(await run(toolNamed(toolsHiding(d.outside), "grep"), { pattern: "marks", path: ".." }))).toBe("No matches found.");
+  });
+
+  it("JavaScript-only features are a clear error, not a crash: lookaround, backreferences, \\u", async () => {
+    const g = toolNamed(tools(), "grep");
+    for (const [pattern, what] of [["foo(?=bar)", /lookahead and lookbehind/], ["(?<!x)foo", /lookahead and lookbehind/], ["(a)\\1", /backreferences/], ["\\u0041", /\\x\{263A\}/]] as const) {
+      const out = await run(g, { pattern });
+      expect(out.isError, pattern).toBe(true);
+      expect(textOf(out)).toMatch(/^Unsupported pattern: grep matches with a linear-time engine/);
+      expect(textOf(out)).toMatch(what);
+    }
+    // The tool still works afterwards (its worker was not lost).
+    expect(textOf(await run(g, { pattern: "bar" }))).toBe("src/a.ts:2: const bar = 2;");
   });
 
   it("does not follow symlinks out of the workspace", async () => {

@@ -284,7 +284,7 @@ describe("shell: policy matrix", () => {
     ctx.defaultAnswer = "decline";
     await run(shell, { command: "ls", workdir: d.outside });
     expect(ctx.approvals).toHaveLength(1);
-    expect(ctx.approvals[0].params.reason).toMatch(/outside the readable roots/);
+    expect(ctx.approvals[0].params.reason).toMatch(/outside the workspace roots/);
   });
 });
 

@@ -3,6 +3,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SandboxMode } from "../../src/protocol/common.js";
+import { TrustBoundary } from "../../src/sandbox/boundary.js";
 import { checkPath, isWithin, realpathLoose, type Access } from "../../src/tools/workspace.js";
 import { makeDirs, type Dirs } from "./helpers.js";
 
@@ -39,9 +40,9 @@ describe("checkPath", () => {
   });
 
   it.each<[SandboxMode, Access]>([
-    ["read-only", "read"],
+    ["read-only", "workdir"],
     ["read-only", "write"],
-    ["workspace-write", "read"],
+    ["workspace-write", "workdir"],
     ["workspace-write", "write"],
   ])("refuses every kind of escape under %s (%s)", async (sandbox, access) => {
     const escapes = [
@@ -64,12 +65,22 @@ describe("checkPath", () => {
     }
   });
 
+  it("reads reach everything a sandboxed command can read, in both confined modes", async () => {
+    for (const sandbox of ["read-only", "workspace-write"] as const) {
+      for (const p of ["../outside/secret.txt", "link-file", "link-dir/secret.txt", "dangling", "/etc/hostname"]) {
+        const r = await check(sandbox, p, "read");
+        expect(r.ok, `${sandbox} ${p}`).toBe(true);
+      }
+    }
+    expect(await check("workspace-write", "link-file", "read")).toMatchObject({ ok: true, real: path.join(d.outside, "secret.txt"), host: path.join(d.outside, "secret.txt") });
+  });
+
   it("explains why a path was refused", async () => {
-    const dots = await check("workspace-write", "../outside/secret.txt", "read");
+    const dots = await check("workspace-write", "../outside/secret.txt", "workdir");
     expect(!dots.ok && dots.reason).toMatch(/escapes the workspace/);
     const abs = await check("workspace-write", path.join(d.outside, "secret.txt"), "write");
     expect(!abs.ok && abs.reason).toMatch(/outside the writable roots/);
-    const link = await check("workspace-write", "link-dir/secret.txt", "read");
+    const link = await check("workspace-write", "link-dir/secret.txt", "workdir");
     expect(!link.ok && link.reason).toMatch(/symbolic link/);
     expect(!link.ok && link.real).toBe(path.join(d.outside, "secret.txt"));
     const dangling = await check("workspace-write", "dangling", "write");
@@ -82,16 +93,32 @@ describe("checkPath", () => {
     expect(!r.ok && r.reason).toMatch(/read-only/);
   });
 
-  it("workspace-write may write the temp dir; read-only may not read it", async () => {
+  it("workspace-write may write the temp dir; read-only may read it but not start a command there", async () => {
     const inTmp = path.join(d.tmp, "scratch.txt");
     expect((await check("workspace-write", inTmp, "write")).ok).toBe(true);
-    expect((await check("read-only", inTmp, "read")).ok).toBe(false);
+    expect((await check("read-only", inTmp, "read")).ok).toBe(true);
+    expect((await check("read-only", d.tmp, "workdir")).ok).toBe(false);
   });
 
   it("danger-full-access allows everything", async () => {
     for (const p of ["../outside/secret.txt", "link-dir/secret.txt", "/etc/hostname"]) {
       expect((await check("danger-full-access", p, "write")).ok).toBe(true);
     }
+  });
+
+  it("hidden paths: refused to every tool in every mode, outright; only an unconfined command may start there", async () => {
+    const commands = { boundary: new TrustBoundary({ hidden: [d.outside] }) };
+    const hidden = (sandbox: SandboxMode, p: string, access: Access) => checkPath({ cwd: d.ws, sandbox, commands }, p, access);
+    for (const sandbox of ["read-only", "workspace-write", "danger-full-access"] as const) {
+      for (const access of ["read", "write"] as const) {
+        for (const p of ["../outside/secret.txt", "link-file", "link-dir/new.txt", d.outside]) {
+          const r = await hidden(sandbox, p, access);
+          expect(r, `${sandbox} ${access} ${p}`).toMatchObject({ ok: false, outside: false, reason: expect.stringMatching(/which the server keeps hidden from every tool and command/) });
+        }
+      }
+    }
+    expect((await hidden("workspace-write", d.outside, "workdir")).ok).toBe(false);
+    expect((await hidden("danger-full-access", d.outside, "workdir")).ok).toBe(true);
   });
 
   it("rejects malformed paths outright (not approvable)", async () => {

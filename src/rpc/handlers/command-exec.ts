@@ -20,6 +20,8 @@ import { invalidParams, invalidRequest } from "../errors.js";
 
 export const COMMAND_EXEC_DEFAULT_TIMEOUT_MS = 10_000;
 export const COMMAND_EXEC_DEFAULT_OUTPUT_CAP = 1024 * 1024;
+/** The private /tmp of command/exec (src/sandbox/boundary.ts). */
+const COMMAND_EXEC_TMP = "command-exec";
 
 /** argv as one shell-quoted line (for logs). */
 function shellQuote(argv: readonly string[]): string {
@@ -41,13 +43,14 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
   conn.handle("command/exec", async (p, { signal }) => {
     const policy = p.sandboxPolicy ?? defaults.policy;
     const sandbox = modeOfPolicy(policy);
-    const scope = { cwd: defaults.cwd, sandbox, sandboxPolicy: policy };
-    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "read-only" ? "read" : "write");
+    // Its own private /tmp (shared by the connections' command/exec calls), like a thread's.
+    const scope = { cwd: defaults.cwd, sandbox, sandboxPolicy: policy, commands: defaults.commands, threadId: COMMAND_EXEC_TMP };
+    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "workspace-write" ? "write" : "workdir");
     if (!check.ok) {
       if (check.outside) throw invalidRequest(`command/exec refused by the ${sandbox} sandbox: ${check.reason}`);
       throw invalidParams(`Invalid cwd: ${check.reason}`);
     }
-    const st = await fs.stat(check.real).catch(() => null);
+    const st = await fs.stat(check.host).catch(() => null);
     if (st === null || !st.isDirectory()) throw invalidParams(`Invalid cwd: ${check.path} is not an existing directory`);
 
     const timeoutMs = p.timeoutMs ?? COMMAND_EXEC_DEFAULT_TIMEOUT_MS;
@@ -61,7 +64,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
       const [file] = p.command;
       const result = await defaults.commands.run({
         argv: p.command,
-        sandbox: await resolveSandbox(policy, defaults.cwd),
+        sandbox: await resolveSandbox(policy, defaults.cwd, { tmpScope: COMMAND_EXEC_TMP }),
         cwd: check.real,
         env: p.env ?? {},
         timeoutMs,

@@ -18,9 +18,9 @@ import { FileSearchRootError, indexRoots, matchIndexed, resolveRoots, type Index
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
 
-async function rootsOrInvalid(roots: readonly string[]): Promise<SearchRoot[]> {
+async function rootsOrInvalid(roots: readonly string[], hidden: readonly string[]): Promise<SearchRoot[]> {
   try {
-    return await resolveRoots(roots);
+    return await resolveRoots(roots, hidden);
   } catch (err) {
     if (err instanceof FileSearchRootError) throw invalidParams(`Invalid params: ${err.message}`);
     throw err;
@@ -33,7 +33,8 @@ interface Session {
   latestQuery: string;
 }
 
-export function registerFileSearchHandlers(conn: Connection, app: AppContext): void {
+/** `hidden`: the server's hidden paths (src/sandbox/boundary.ts), never listed. */
+export function registerFileSearchHandlers(conn: Connection, app: AppContext, hidden: readonly string[] = []): void {
   const byToken = new Map<string, AbortController>();
   const sessions = new Map<string, Session>();
   conn.onClose(() => {
@@ -43,7 +44,7 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext): v
   });
 
   conn.handle("fuzzyFileSearch", async (p, { signal }) => {
-    const roots = await rootsOrInvalid(p.roots);
+    const roots = await rootsOrInvalid(p.roots, hidden);
     const controller = new AbortController();
     const abort = () => controller.abort();
     signal.addEventListener("abort", abort, { once: true });
@@ -54,7 +55,7 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext): v
     }
     try {
       if (p.query.trim() === "") return { files: [] };
-      const indexed = await indexRoots(roots, controller.signal);
+      const indexed = await indexRoots(roots, controller.signal, hidden);
       const files = await matchIndexed(indexed, p.query, controller.signal);
       return { files: controller.signal.aborted ? [] : files };
     } finally {
@@ -65,10 +66,10 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext): v
 
   conn.handle("fuzzyFileSearch/sessionStart", async (p) => {
     if (p.sessionId === "") throw invalidRequest("sessionId must not be empty");
-    const roots = await rootsOrInvalid(p.roots);
+    const roots = await rootsOrInvalid(p.roots, hidden);
     const controller = new AbortController();
     // Listing failures are logged and leave the session with no files rather than failing updates.
-    const index = indexRoots(roots, controller.signal).catch((err: unknown) => {
+    const index = indexRoots(roots, controller.signal, hidden).catch((err: unknown) => {
       app.log.warn({ err, connectionId: conn.id }, "file search listing failed");
       return [] as IndexedRoot[];
     });
