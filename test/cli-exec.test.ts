@@ -17,6 +17,7 @@ import { BACKENDS } from "./support/db.js";
 import { cleanEnv, cliArgv, parseJson, removeSeed, REPO_ROOT, runCli, seededHome, spawnCli, type CliProcess } from "./support/process.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startTurnHarness, type TurnHarness } from "./support/turns.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 
@@ -181,7 +182,7 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(methods).toContain("item/agentMessage/delta");
     expect(methods[methods.length - 1]).toBe("turn/completed");
     const command = frames.find((f) => f.method === "item/completed" && f.params.item.type === "commandExecution");
-    expect(command.params.item).toMatchObject({ command: "echo json-mode", exitCode: 0, aggregatedOutput: "json-mode\n" });
+    expect(command.params.item).toMatchObject({ command: shellInvocation("echo json-mode"), exitCode: 0, aggregatedOutput: "json-mode\n" });
     expect(frames.filter((f) => f.method === "item/agentMessage/delta").map((f) => f.params.delta).join("")).toBe("Done.");
   });
 

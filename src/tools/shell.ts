@@ -1,20 +1,27 @@
 /**
  * The `shell` tool: `bash -lc <command>` through the command runner (inside the OS sandbox unless
- * the thread is danger-full-access), as a `commandExecution` item with live output deltas, bounded
- * output, a timeout, and approvals per policy (see approval.ts for the rules). The item's lifecycle
+ * the thread is danger-full-access or the command runs escalated), as a `commandExecution` item
+ * with live output deltas, bounded output, a timeout, and approvals per policy (approval.ts has
+ * the rules, execpolicy.ts the saved rules, docs/approvals.md the table). The item's lifecycle
  * and the approval round trip are the tool host's (host.ts); this file plans and runs the command.
+ *
+ * The arguments are Codex's, so a model trained on Codex's shell tools uses this one the same way:
+ * `sandbox_permissions: "require_escalated"` with a `justification` asks to run outside the
+ * sandbox, and `prefix_rule` suggests the rule the user may save.
  */
 import { promises as fs } from "node:fs";
 import { z } from "zod";
 import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { CommandExecutionItem } from "../protocol/items.js";
-import { commandApprovalKey, decideCommand, looksLikeSandboxDenial, retriesOutsideSandbox, unsandboxedApprovalKey } from "./approval.js";
+import { commandApprovalKey, ESCALATION_REFUSED, looksLikeSandboxDenial, planCommand, policyMode, sandboxFingerprint, type CommandPlan, type Confinement } from "./approval.js";
 import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
-import type { ToolContext } from "./context.js";
-import { hostTool, type ToolAction } from "./host.js";
+import type { ApprovalAnswer, ToolContext } from "./context.js";
+import { proposeRule, rulesCover, type RulePattern } from "./execpolicy.js";
+import { hostTool, type RunHandle, type ToolAction } from "./host.js";
 import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
+import { BASH, shellInvocation } from "./shell-invocation.js";
 import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
-import { SANDBOX_HELP } from "../sandbox/runner.js";
+import { SANDBOX_HELP, type CommandResult } from "../sandbox/runner.js";
 import { checkPath, realpathLoose } from "./workspace.js";
 
 export interface ShellOptions {
@@ -43,13 +50,26 @@ export const ShellArgs = z.object({
   command: z.string().min(1, "must not be empty").describe("The command line, run with `bash -lc`."),
   workdir: z.string().optional().describe("Working directory for the command, relative to the workspace root (default: the workspace root)."),
   timeout_ms: z.number().positive().optional().describe("Timeout in milliseconds (default 120000, at most 600000). The whole process tree is killed when it expires."),
+  sandbox_permissions: z
+    .enum(["use_default", "require_escalated"])
+    .optional()
+    .describe('Where the command runs. Default `use_default`: inside the sandbox. `require_escalated`: outside it, after the user approves (give `justification`).'),
+  justification: z.string().optional().describe('The question the user is asked for `require_escalated`, e.g. "Do you want to install the dependencies?"; omit otherwise.'),
+  prefix_rule: z
+    .array(z.string())
+    .optional()
+    .describe('With `require_escalated`: a command prefix the user may approve for later commands too, e.g. ["npm", "install"].'),
 });
+type ShellArgs = z.infer<typeof ShellArgs>;
 type CommandItem = z.infer<typeof CommandExecutionItem>;
 
 const DESCRIPTION = [
   "Runs a shell command with `bash -lc` in the workspace and returns its exit code and output (stdout and stderr interleaved).",
   "Long output is shortened to its beginning and end. Prefer read_file, list_dir and grep for reading and searching files, and apply_patch for editing them.",
   "Background processes do not outlive the command.",
+  'Commands run inside the thread\'s sandbox. When one must run outside it — it writes outside the writable directories, needs the network, or failed because the sandbox stopped it — call shell again with sandbox_permissions "require_escalated" and a justification (a short question for the user); do not ask the user in a message first.',
+  "Depending on the approval policy the user is asked, a saved rule approves it, or the request is refused.",
+  'You may suggest a prefix_rule that would approve similar commands in future (e.g. ["cargo", "test"]); never one that starts with a shell, an interpreter running inline code, env, sudo or xargs, and none for destructive commands.',
 ].join(" ");
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} seconds`;
@@ -73,6 +93,34 @@ function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampe
   return lines.join("\n");
 }
 
+interface Workdir {
+  cwd: string;
+  cwdReal: string;
+  /** Why the checks object to it (it lies outside the roots), or null. */
+  objection: string | null;
+}
+
+async function resolveWorkdir(ctx: ToolContext, workdir: string | undefined): Promise<Workdir | ToolOutcome> {
+  let where: Workdir = { cwd: ctx.cwd, cwdReal: await realpathLoose(ctx.cwd), objection: null };
+  if (workdir !== undefined) {
+    const check = await checkPath(ctx, workdir, "read");
+    if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${workdir}: ${check.reason}.`, true);
+    where = { cwd: check.path!, cwdReal: check.real!, objection: check.ok ? null : `the working directory is not allowed: ${check.reason}` };
+  }
+  const st = await fs.stat(where.cwdReal).catch(() => null);
+  if (st === null) return textOutcome(`Cannot run the command: the working directory ${where.cwd} does not exist.`, true);
+  if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${where.cwd} is not a directory.`, true);
+  return where;
+}
+
+function timeoutOf(args: ShellArgs, opts: ShellOptions): { timeoutMs: number; clampedFrom: number | null } {
+  if (args.timeout_ms === undefined) return { timeoutMs: opts.defaultTimeoutMs, clampedFrom: null };
+  const asked = Math.max(1, Math.floor(args.timeout_ms));
+  return asked > opts.maxTimeoutMs ? { timeoutMs: opts.maxTimeoutMs, clampedFrom: asked } : { timeoutMs: asked, clampedFrom: null };
+}
+
+const isAccept = (a: ApprovalAnswer) => a === "accept" || a === "acceptForSession" || a === "acceptWithExecpolicyAmendment";
+
 export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
 
@@ -83,49 +131,28 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
       schema: ShellArgs,
       readOnly: false,
       async plan(args): Promise<ToolAction | ToolOutcome> {
-        // Where it runs.
-        let cwd = ctx.cwd;
-        let cwdReal: string;
-        let workdirObjection: string | null = null;
-        if (args.workdir !== undefined) {
-          const check = await checkPath(ctx, args.workdir, "read");
-          if (!check.ok && !check.outside) return textOutcome(`Cannot use workdir ${args.workdir}: ${check.reason}.`, true);
-          if (!check.ok) workdirObjection = `the working directory is not allowed: ${check.reason}`;
-          cwd = check.path!;
-          cwdReal = check.real!;
-        } else {
-          cwdReal = await realpathLoose(ctx.cwd);
-        }
-        const st = await fs.stat(cwdReal).catch(() => null);
-        if (st === null) return textOutcome(`Cannot run the command: the working directory ${cwd} does not exist.`, true);
-        if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${cwd} is not a directory.`, true);
+        const where = await resolveWorkdir(ctx, args.workdir);
+        if ("content" in where) return where;
+        const mode = policyMode(ctx.approvalPolicy);
+        const escalate = args.sandbox_permissions === "require_escalated";
+        // As Codex: an escalation nobody can approve is refused before anything is recorded.
+        if (escalate && mode === "never")
+          return textOutcome(`Refused: ${ESCALATION_REFUSED}. It was not run. Work within the ${ctx.sandbox} sandbox (call shell without require_escalated), or tell the user what you need.`, true);
 
-        // Whether it may run without asking. What the command may touch is the OS sandbox's job
-        // (every command runs confined unless the thread is danger-full-access); the approval policy
-        // only decides what to ask first.
-        const readOnly = isReadOnlyCommand(args.command);
-        const objection = workdirObjection;
-        const key = commandApprovalKey(args.command);
-        let workdirGranted = ctx.sessionApprovals.has(key) && objection !== null;
-        const gate = decideCommand({ policy: ctx.approvalPolicy, sessionApproved: ctx.sessionApprovals.has(key), readOnly, sandboxObjection: objection });
-        if (gate.action === "ask") workdirGranted = objection !== null; // asked: an accept grants the workdir too
+        const approvals = new CommandApprovals(ctx, args, where, opts.source === "agent");
+        let plan = approvals.plan(mode, escalate, false);
+        if (plan.gate.action === "ask" && (await approvals.rulesCover())) plan = approvals.plan(mode, escalate, true);
+        if (plan.gate.action === "ask") await approvals.propose();
 
-        let timeoutMs = opts.defaultTimeoutMs;
-        let clampedFrom: number | null = null;
-        if (args.timeout_ms !== undefined) {
-          timeoutMs = Math.max(1, Math.floor(args.timeout_ms));
-          if (timeoutMs > opts.maxTimeoutMs) {
-            clampedFrom = timeoutMs;
-            timeoutMs = opts.maxTimeoutMs;
-          }
-        }
-        const commandActions = parseCommandActions(args.command, cwd);
+        const { timeoutMs, clampedFrom } = timeoutOf(args, opts);
+        const invocation = shellInvocation(args.command);
+        const commandActions = parseCommandActions(args.command, where.cwd);
         const draft: Omit<CommandItem, "id" | "startedAtMs"> = {
           type: "commandExecution",
           pluginId: null,
           scriptPath: null,
-          command: args.command,
-          cwd,
+          command: invocation,
+          cwd: where.cwd,
           processId: null,
           source: opts.source,
           status: "inProgress",
@@ -136,12 +163,13 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
         };
         return {
           item: draft,
-          gate,
+          gate: plan.gate,
           approval: (itemId, startedAtMs, reason) => ({
             kind: "command",
-            params: { kind: "command", itemId, startedAtMs, environmentId: null, reason, command: args.command, cwd, commandActions },
+            params: { kind: "command", itemId, startedAtMs, environmentId: null, reason, command: invocation, cwd: where.cwd, commandActions, proposedExecpolicyAmendment: approvals.proposal },
           }),
-          acceptedForSession: () => ctx.sessionApprovals.add(key),
+          acceptedForSession: () => approvals.grantSession(plan.first),
+          acceptedWithRule: () => approvals.saveRule(),
           notRun(why, reason, elapsedMs) {
             const text =
               why === "cancel"
@@ -154,17 +182,12 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
           async execute(host, signal) {
             const item = host.item as CommandItem;
             const done = (patch: Partial<CommandItem>, outcome: ToolOutcome) => ({ patch: { durationMs: Date.now() - host.startedAtMs, ...patch }, outcome });
-            // Run it: confined, and after a sandbox denial outside the sandbox if the policy asks for that.
-            let confinement = ctx.sessionApprovals.has(unsandboxedApprovalKey(args.command)) ? null : await resolveSandbox(ctx.sandboxPolicy, ctx.cwd);
-            // An accepted workdir outside the writable roots is granted for this command: writable there.
-            if (workdirGranted && confinement?.mode === "workspace-write" && !confinement.writableRoots.includes(cwdReal))
-              confinement = { ...confinement, writableRoots: [...confinement.writableRoots, cwdReal] };
             let streamed = 0;
-            const attempt = (sandbox: ResolvedSandbox) =>
+            const attempt = (sandbox: ResolvedSandbox | null) =>
               ctx.commands.run({
-                argv: ["bash", "-lc", args.command],
+                argv: [BASH, "-lc", args.command],
                 sandbox,
-                cwd: cwdReal,
+                cwd: where.cwdReal,
                 env: { PAGER: "cat", GIT_PAGER: "cat" },
                 timeoutMs,
                 outputCapBytes: opts.outputCapBytes,
@@ -179,36 +202,142 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
                   ctx.outputDelta(host.itemId, text);
                 },
               });
-            let result = await attempt(confinement);
-            if (!result.ran) {
+            const workdirGranted = where.objection !== null && (approvals.sessionApproved || plan.gate.action === "ask");
+            const first = await attempt(plan.first === "unsandboxed" ? null : await approvals.confinement(workdirGranted));
+            if (!first.ran) {
               return done(
-                { status: "failed", aggregatedOutput: `Not run: ${result.reason}.` },
-                textOutcome(`Could not run the command: ${result.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true),
+                { status: "failed", aggregatedOutput: `Not run: ${first.reason}.` },
+                textOutcome(`Could not run the command: ${first.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true),
               );
             }
-            if (result.sandboxed && !signal.aborted && retriesOutsideSandbox(ctx.approvalPolicy) && looksLikeSandboxDenial(result.run)) {
-              const answer = await host.ask(`the command failed inside the ${ctx.sandbox} sandbox (exit code ${result.run.exitCode}); accept to run it again without the sandbox`);
-              if (answer === "acceptForSession") ctx.sessionApprovals.add(unsandboxedApprovalKey(args.command));
-              if (answer === "accept" || answer === "acceptForSession") {
-                ctx.outputDelta(host.itemId, "\n[running again without the sandbox]\n");
-                result = await attempt(null);
-                if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
-              }
-            }
-            const run = result.run;
+            const denied = first.sandboxed && !signal.aborted && looksLikeSandboxDenial(first.run);
+            const after = denied ? await approvals.afterDenial(plan, host, () => attempt(null)) : { result: first, note: null, endTurn: false };
+            const run = after.result.ran ? after.result.run : first.run;
             if (run.spawnError) {
               return done({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs }, textOutcome(`Could not start the command: ${run.spawnError.message}`, true));
             }
             const exitCode = run.timedOut ? 124 : run.exitCode;
             const ok = exitCode === 0 && !run.aborted;
-            return done(
-              { status: ok ? "completed" : "failed", aggregatedOutput: run.combined.text, exitCode, durationMs: run.durationMs },
-              textOutcome(modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), !ok),
-            );
+            const notes = [after.note, approvals.savedNote()].filter((n) => n !== null);
+            const outcome = textOutcome([modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), ...notes].join("\n\n"), !ok);
+            return done({ status: ok ? "completed" : "failed", aggregatedOutput: run.combined.text, exitCode, durationMs: run.durationMs }, after.endTurn ? { ...outcome, endTurn: true } : outcome);
           },
         };
       },
     },
     ctx,
   );
+}
+
+/** One call's approvals: its session key, the saved rules, the rule it proposes, the retry after a denial. */
+class CommandApprovals {
+  /** The rule `acceptWithExecpolicyAmendment` saves (shown as proposedExecpolicyAmendment). */
+  proposal: string[] | null = null;
+  private saved: string[] | null = null;
+  private rules: RulePattern[] | null = null;
+  readonly sessionApproved: boolean;
+
+  constructor(
+    private readonly ctx: ToolContext,
+    private readonly args: ShellArgs,
+    private readonly where: Workdir,
+    /** Whether the model gets hints after a denial (not for the user's own `!command`). */
+    private readonly hints: boolean,
+  ) {
+    // A session approval covers what was shown — the command, its working directory — and the
+    // sandbox it was given for; one to run outside the sandbox covers running inside it too.
+    const escalated = args.sandbox_permissions === "require_escalated" && ctx.sandbox !== "danger-full-access";
+    this.sessionApproved = this.ctx.sessionApprovals.has(this.key(escalated ? "unsandboxed" : "sandboxed")) || this.ctx.sessionApprovals.has(this.key("unsandboxed"));
+  }
+
+  private key(confinement: Confinement): string {
+    return commandApprovalKey(this.args.command, this.where.cwdReal, confinement === "unsandboxed" ? "unsandboxed" : sandboxFingerprint(this.ctx.sandboxPolicy));
+  }
+
+  plan(mode: ReturnType<typeof policyMode>, escalate: boolean, ruleApproved: boolean): CommandPlan {
+    return planCommand({
+      mode,
+      sandboxed: this.ctx.sandbox !== "danger-full-access",
+      escalate,
+      justification: this.args.justification?.trim() || null,
+      readOnly: isReadOnlyCommand(this.args.command),
+      workdirObjection: this.where.objection,
+      sessionApproved: this.sessionApproved,
+      ruleApproved,
+      sandboxName: this.ctx.sandbox,
+    });
+  }
+
+  /** Saved rules are read only when a question is due (they live in the database). */
+  private async savedRules(): Promise<RulePattern[]> {
+    return (this.rules ??= await this.ctx.execPolicy.patterns());
+  }
+
+  async rulesCover(): Promise<boolean> {
+    return rulesCover(this.args.command, await this.savedRules());
+  }
+
+  /** Chooses the rule to offer; none for a question about the workdir (a rule would not answer it next time). */
+  async propose(): Promise<void> {
+    this.proposal = this.where.objection === null ? proposeRule(this.args.command, this.args.prefix_rule, await this.savedRules()) : null;
+  }
+
+  grantSession(confinement: Confinement): void {
+    this.ctx.sessionApprovals.add(this.key(confinement));
+  }
+
+  async saveRule(): Promise<void> {
+    if (!this.proposal) return;
+    await this.ctx.execPolicy.add(this.proposal);
+    this.saved = this.proposal;
+  }
+
+  savedNote(): string | null {
+    if (!this.saved) return null;
+    return `The user saved a rule: commands that start with ${JSON.stringify(this.saved)} are approved from now on without asking (one that must run outside the sandbox still needs sandbox_permissions "require_escalated").`;
+  }
+
+  /** The thread's sandbox for the first attempt; an accepted workdir outside the writable roots is writable for this command. */
+  async confinement(workdirGranted: boolean): Promise<ResolvedSandbox> {
+    const sandbox = await resolveSandbox(this.ctx.sandboxPolicy, this.ctx.cwd);
+    if (workdirGranted && sandbox?.mode === "workspace-write" && !sandbox.writableRoots.includes(this.where.cwdReal))
+      return { ...sandbox, writableRoots: [...sandbox.writableRoots, this.where.cwdReal] };
+    return sandbox;
+  }
+
+  /**
+   * After the sandbox denied the first attempt: run again outside it when already approved, ask
+   * first when the policy offers that (one question; a saved rule answers it), or tell the model.
+   */
+  async afterDenial(plan: CommandPlan, host: RunHandle, unsandboxed: () => Promise<CommandResult>): Promise<{ result: CommandResult | { ran: false }; note: string | null; endTurn: boolean }> {
+    const again = async () => {
+      this.ctx.outputDelta(host.itemId, "\n[running again without the sandbox]\n");
+      const result = await unsandboxed();
+      if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
+      return { result, note: null, endTurn: false };
+    };
+    if (plan.afterDenial === "retry") return again();
+    if (plan.afterDenial === "report") return { result: { ran: false }, note: this.denialHint(), endTurn: false };
+    if (await this.rulesCover()) return again();
+    this.proposal = proposeRule(this.args.command, this.args.prefix_rule, await this.savedRules());
+    const answer = await host.ask(`the command failed inside the ${this.ctx.sandbox} sandbox; accept to run it again without the sandbox`);
+    if (answer === "acceptForSession") this.grantSession("unsandboxed");
+    if (answer === "acceptWithExecpolicyAmendment") await this.saveRule();
+    if (isAccept(answer)) return again();
+    const note =
+      answer === "cancel"
+        ? "The user cancelled running it again outside the sandbox; the turn is ending."
+        : "The user declined to run it again outside the sandbox. Do not retry it unchanged; choose another approach or ask the user.";
+    return { result: { ran: false }, note, endTurn: answer === "cancel" };
+  }
+
+  /** What the model is told after a denial it may act on (the model's commands under on-request). */
+  private denialHint(): string | null {
+    if (!this.hints) return null;
+    const mode = policyMode(this.ctx.approvalPolicy);
+    if (mode === "never")
+      return `This looks like the ${this.ctx.sandbox} sandbox stopped the command. The approval policy is "never": it cannot run outside the sandbox, so work within it.`;
+    if (mode !== "on-request" || this.args.sandbox_permissions === "require_escalated") return null;
+    return `This looks like the ${this.ctx.sandbox} sandbox stopped the command. If it must run outside the sandbox, call shell again with the same command, sandbox_permissions "require_escalated" and a justification (the question the user is asked).`;
+  }
 }
