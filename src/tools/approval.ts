@@ -104,7 +104,8 @@ export function planCommand(f: CommandFacts): CommandPlan {
   else if (escalated) {
     gate = { action: "ask", reason: f.justification ?? `the command asks to run outside the ${f.sandboxName} sandbox` };
   } else if (f.workdirObjection !== null) gate = { action: "ask", reason: f.workdirObjection };
-  else if (f.mode === "untrusted" && !f.readOnly) gate = { action: "ask", reason: "the approval policy is untrusted and this command is not on the read-only allow list" };
+  else if (f.mode === "untrusted" && (!f.readOnly || f.escalate))
+    gate = { action: "ask", reason: (f.escalate ? f.justification : null) ?? "the approval policy is untrusted and this command is not on the read-only allow list" };
   else gate = { action: "run" };
   const retries = f.mode === "untrusted" || f.mode === "on-failure";
   const afterDenial = !retries || first === "unsandboxed" ? "report" : approved || gate.action === "ask" ? "retry" : "ask";
