@@ -87,9 +87,11 @@ describe.each(PROVIDERS)("approval accept flow with %s", (provider) => {
       startedAtMs: started.startedAtMs,
       environmentId: null,
       reason: expect.stringMatching(/untrusted/),
-      command: MARK_COMMAND,
+      command: shellInvocation(MARK_COMMAND),
       cwd: ws,
       commandActions: started.commandActions,
+      // A redirection keeps a command away from saved rules: none is proposed.
+      proposedExecpolicyAmendment: null,
       availableDecisions: ["accept", "acceptForSession", "decline", "cancel"],
     });
     expect(typeof request.params.startedAtMs).toBe("number");
