@@ -13,15 +13,15 @@ import { promises as fs } from "node:fs";
 import { z } from "zod";
 import { textOutcome, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { CommandExecutionItem } from "../protocol/items.js";
-import { commandApprovalKey, ESCALATION_REFUSED, looksLikeSandboxDenial, planCommand, policyMode, sandboxFingerprint, type CommandPlan, type Confinement } from "./approval.js";
-import { isReadOnlyCommand, parseCommandActions } from "./command-parse.js";
-import type { ApprovalAnswer, ToolContext } from "./context.js";
-import { proposeRule, rulesCover, type RulePattern } from "./execpolicy.js";
-import { hostTool, type RunHandle, type ToolAction } from "./host.js";
+import { ESCALATION_REFUSED, looksLikeSandboxDenial, policyMode, type CommandPlan } from "./approval.js";
+import { parseCommandActions } from "./command-parse.js";
+import type { ToolContext } from "./context.js";
+import { hostTool, type RunHandle, type ToolAction, type ToolResult } from "./host.js";
+import { CommandApprovals, type Workdir } from "./shell-approvals.js";
 import { DEFAULT_KILL_GRACE_MS, DEFAULT_OUTPUT_CAP_BYTES, truncateMiddle, type RunResult } from "./process.js";
 import { BASH, shellInvocation } from "./shell-invocation.js";
-import { resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
-import { SANDBOX_HELP, type CommandResult } from "../sandbox/runner.js";
+import type { ResolvedSandbox } from "../sandbox/policy.js";
+import { SANDBOX_HELP } from "../sandbox/runner.js";
 import { checkPath, realpathLoose } from "./workspace.js";
 
 export interface ShellOptions {
@@ -93,13 +93,6 @@ function modelText(run: RunResult, timeoutMs: number, opts: ShellOptions, clampe
   return lines.join("\n");
 }
 
-interface Workdir {
-  cwd: string;
-  cwdReal: string;
-  /** Why the checks object to it (it lies outside the roots), or null. */
-  objection: string | null;
-}
-
 async function resolveWorkdir(ctx: ToolContext, workdir: string | undefined): Promise<Workdir | ToolOutcome> {
   let where: Workdir = { cwd: ctx.cwd, cwdReal: await realpathLoose(ctx.cwd), objection: null };
   if (workdir !== undefined) {
@@ -118,8 +111,6 @@ function timeoutOf(args: ShellArgs, opts: ShellOptions): { timeoutMs: number; cl
   const asked = Math.max(1, Math.floor(args.timeout_ms));
   return asked > opts.maxTimeoutMs ? { timeoutMs: opts.maxTimeoutMs, clampedFrom: asked } : { timeoutMs: asked, clampedFrom: null };
 }
-
-const isAccept = (a: ApprovalAnswer) => a === "accept" || a === "acceptForSession" || a === "acceptWithExecpolicyAmendment";
 
 export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {}): LoopTool {
   const opts = { ...DEFAULT_SHELL_OPTIONS, ...options };
@@ -179,49 +170,7 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
                   : `Refused to run this command: ${reason}. The approval policy is "never", so approval cannot be requested; work within the sandbox (${ctx.sandbox}).`;
             return { patch: { status: "declined", durationMs: elapsedMs }, outcome: textOutcome(text, true) };
           },
-          async execute(host, signal) {
-            const item = host.item as CommandItem;
-            const done = (patch: Partial<CommandItem>, outcome: ToolOutcome) => ({ patch: { durationMs: Date.now() - host.startedAtMs, ...patch }, outcome });
-            let streamed = 0;
-            const attempt = (sandbox: ResolvedSandbox | null) =>
-              ctx.commands.run({
-                argv: [BASH, "-lc", args.command],
-                sandbox,
-                cwd: where.cwdReal,
-                env: { PAGER: "cat", GIT_PAGER: "cat" },
-                timeoutMs,
-                outputCapBytes: opts.outputCapBytes,
-                killGraceMs: opts.killGraceMs,
-                signal,
-                onSpawn: (pid) => {
-                  item.processId = String(pid);
-                },
-                onOutput: (_stream, text) => {
-                  if (streamed >= opts.outputCapBytes) return;
-                  streamed += Buffer.byteLength(text);
-                  ctx.outputDelta(host.itemId, text);
-                },
-              });
-            const workdirGranted = where.objection !== null && (approvals.sessionApproved || plan.gate.action === "ask");
-            const first = await attempt(plan.first === "unsandboxed" ? null : await approvals.confinement(workdirGranted));
-            if (!first.ran) {
-              return done(
-                { status: "failed", aggregatedOutput: `Not run: ${first.reason}.` },
-                textOutcome(`Could not run the command: ${first.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true),
-              );
-            }
-            const denied = first.sandboxed && !signal.aborted && looksLikeSandboxDenial(first.run);
-            const after = denied ? await approvals.afterDenial(plan, host, () => attempt(null)) : { result: first, note: null, endTurn: false };
-            const run = after.result.ran ? after.result.run : first.run;
-            if (run.spawnError) {
-              return done({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs }, textOutcome(`Could not start the command: ${run.spawnError.message}`, true));
-            }
-            const exitCode = run.timedOut ? 124 : run.exitCode;
-            const ok = exitCode === 0 && !run.aborted;
-            const notes = [after.note, approvals.savedNote()].filter((n) => n !== null);
-            const outcome = textOutcome([modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), ...notes].join("\n\n"), !ok);
-            return done({ status: ok ? "completed" : "failed", aggregatedOutput: run.combined.text, exitCode, durationMs: run.durationMs }, after.endTurn ? { ...outcome, endTurn: true } : outcome);
-          },
+          execute: (host, signal) => runCommand({ ctx, opts, args, where, plan, approvals, timeoutMs, clampedFrom }, host, signal),
         };
       },
     },
@@ -229,115 +178,60 @@ export function shellTool(ctx: ToolContext, options: Partial<ShellOptions> = {})
   );
 }
 
-/** One call's approvals: its session key, the saved rules, the rule it proposes, the retry after a denial. */
-class CommandApprovals {
-  /** The rule `acceptWithExecpolicyAmendment` saves (shown as proposedExecpolicyAmendment). */
-  proposal: string[] | null = null;
-  private saved: string[] | null = null;
-  private rules: RulePattern[] | null = null;
-  readonly sessionApproved: boolean;
+/** What one planned call runs with. */
+interface CommandCall {
+  ctx: ToolContext;
+  opts: ShellOptions;
+  args: ShellArgs;
+  where: Workdir;
+  plan: CommandPlan;
+  approvals: CommandApprovals;
+  timeoutMs: number;
+  clampedFrom: number | null;
+}
 
-  constructor(
-    private readonly ctx: ToolContext,
-    private readonly args: ShellArgs,
-    private readonly where: Workdir,
-    /** Whether the model gets hints after a denial (not for the user's own `!command`). */
-    private readonly hints: boolean,
-  ) {
-    // A session approval covers what was shown — the command, its working directory — and the
-    // sandbox it was given for; one to run outside the sandbox covers running inside it too.
-    const escalated = args.sandbox_permissions === "require_escalated" && ctx.sandbox !== "danger-full-access";
-    this.sessionApproved = this.ctx.sessionApprovals.has(this.key(escalated ? "unsandboxed" : "sandboxed")) || this.ctx.sessionApprovals.has(this.key("unsandboxed"));
-  }
-
-  private key(confinement: Confinement): string {
-    return commandApprovalKey(this.args.command, this.where.cwdReal, confinement === "unsandboxed" ? "unsandboxed" : sandboxFingerprint(this.ctx.sandboxPolicy));
-  }
-
-  plan(mode: ReturnType<typeof policyMode>, escalate: boolean, ruleApproved: boolean): CommandPlan {
-    return planCommand({
-      mode,
-      sandboxed: this.ctx.sandbox !== "danger-full-access",
-      escalate,
-      justification: this.args.justification?.trim() || null,
-      readOnly: isReadOnlyCommand(this.args.command),
-      workdirObjection: this.where.objection,
-      sessionApproved: this.sessionApproved,
-      ruleApproved,
-      sandboxName: this.ctx.sandbox,
+/** Runs the command: the first attempt where the plan says, then whatever follows a sandbox denial. */
+async function runCommand(call: CommandCall, host: RunHandle, signal: AbortSignal): Promise<ToolResult> {
+  const { ctx, opts, args, where, plan, approvals, timeoutMs, clampedFrom } = call;
+  const item = host.item as CommandItem;
+  const done = (patch: Partial<CommandItem>, outcome: ToolOutcome) => ({ patch: { durationMs: Date.now() - host.startedAtMs, ...patch }, outcome });
+  let streamed = 0;
+  const attempt = (sandbox: ResolvedSandbox | null) =>
+    ctx.commands.run({
+      argv: [BASH, "-lc", args.command],
+      sandbox,
+      cwd: where.cwdReal,
+      env: { PAGER: "cat", GIT_PAGER: "cat" },
+      timeoutMs,
+      outputCapBytes: opts.outputCapBytes,
+      killGraceMs: opts.killGraceMs,
+      signal,
+      onSpawn: (pid) => {
+        item.processId = String(pid);
+      },
+      onOutput: (_stream, text) => {
+        if (streamed >= opts.outputCapBytes) return;
+        streamed += Buffer.byteLength(text);
+        ctx.outputDelta(host.itemId, text);
+      },
     });
+  const workdirGranted = where.objection !== null && (approvals.sessionApproved || plan.gate.action === "ask");
+  const first = await attempt(plan.first === "unsandboxed" ? null : await approvals.confinement(workdirGranted));
+  if (!first.ran) {
+    return done(
+      { status: "failed", aggregatedOutput: `Not run: ${first.reason}.` },
+      textOutcome(`Could not run the command: ${first.reason}. Tell the user to ${SANDBOX_HELP}, or to switch the thread to danger-full-access.`, true),
+    );
   }
-
-  /** Saved rules are read only when a question is due (they live in the database). */
-  private async savedRules(): Promise<RulePattern[]> {
-    return (this.rules ??= await this.ctx.execPolicy.patterns());
+  const denied = first.sandboxed && !signal.aborted && looksLikeSandboxDenial(first.run);
+  const after = denied ? await approvals.afterDenial(plan, host, () => attempt(null)) : { result: first, note: null, endTurn: false };
+  const run = after.result.ran ? after.result.run : first.run;
+  if (run.spawnError) {
+    return done({ status: "failed", aggregatedOutput: run.spawnError.message, durationMs: run.durationMs }, textOutcome(`Could not start the command: ${run.spawnError.message}`, true));
   }
-
-  async rulesCover(): Promise<boolean> {
-    return rulesCover(this.args.command, await this.savedRules());
-  }
-
-  /** Chooses the rule to offer; none for a question about the workdir (a rule would not answer it next time). */
-  async propose(): Promise<void> {
-    this.proposal = this.where.objection === null ? proposeRule(this.args.command, this.args.prefix_rule, await this.savedRules()) : null;
-  }
-
-  grantSession(confinement: Confinement): void {
-    this.ctx.sessionApprovals.add(this.key(confinement));
-  }
-
-  async saveRule(): Promise<void> {
-    if (!this.proposal) return;
-    await this.ctx.execPolicy.add(this.proposal);
-    this.saved = this.proposal;
-  }
-
-  savedNote(): string | null {
-    if (!this.saved) return null;
-    return `The user saved a rule: commands that start with ${JSON.stringify(this.saved)} are approved from now on without asking (one that must run outside the sandbox still needs sandbox_permissions "require_escalated").`;
-  }
-
-  /** The thread's sandbox for the first attempt; an accepted workdir outside the writable roots is writable for this command. */
-  async confinement(workdirGranted: boolean): Promise<ResolvedSandbox> {
-    const sandbox = await resolveSandbox(this.ctx.sandboxPolicy, this.ctx.cwd);
-    if (workdirGranted && sandbox?.mode === "workspace-write" && !sandbox.writableRoots.includes(this.where.cwdReal))
-      return { ...sandbox, writableRoots: [...sandbox.writableRoots, this.where.cwdReal] };
-    return sandbox;
-  }
-
-  /**
-   * After the sandbox denied the first attempt: run again outside it when already approved, ask
-   * first when the policy offers that (one question; a saved rule answers it), or tell the model.
-   */
-  async afterDenial(plan: CommandPlan, host: RunHandle, unsandboxed: () => Promise<CommandResult>): Promise<{ result: CommandResult | { ran: false }; note: string | null; endTurn: boolean }> {
-    const again = async () => {
-      this.ctx.outputDelta(host.itemId, "\n[running again without the sandbox]\n");
-      const result = await unsandboxed();
-      if (!result.ran) throw new Error("an unconfined command cannot be refused by the sandbox");
-      return { result, note: null, endTurn: false };
-    };
-    if (plan.afterDenial === "retry") return again();
-    if (plan.afterDenial === "report") return { result: { ran: false }, note: this.denialHint(), endTurn: false };
-    if (await this.rulesCover()) return again();
-    this.proposal = proposeRule(this.args.command, this.args.prefix_rule, await this.savedRules());
-    const answer = await host.ask(`the command failed inside the ${this.ctx.sandbox} sandbox; accept to run it again without the sandbox`);
-    if (answer === "acceptForSession") this.grantSession("unsandboxed");
-    if (answer === "acceptWithExecpolicyAmendment") await this.saveRule();
-    if (isAccept(answer)) return again();
-    const note =
-      answer === "cancel"
-        ? "The user cancelled running it again outside the sandbox; the turn is ending."
-        : "The user declined to run it again outside the sandbox. Do not retry it unchanged; choose another approach or ask the user.";
-    return { result: { ran: false }, note, endTurn: answer === "cancel" };
-  }
-
-  /** What the model is told after a denial it may act on (the model's commands under on-request). */
-  private denialHint(): string | null {
-    if (!this.hints) return null;
-    const mode = policyMode(this.ctx.approvalPolicy);
-    if (mode === "never")
-      return `This looks like the ${this.ctx.sandbox} sandbox stopped the command. The approval policy is "never": it cannot run outside the sandbox, so work within it.`;
-    if (mode !== "on-request" || this.args.sandbox_permissions === "require_escalated") return null;
-    return `This looks like the ${this.ctx.sandbox} sandbox stopped the command. If it must run outside the sandbox, call shell again with the same command, sandbox_permissions "require_escalated" and a justification (the question the user is asked).`;
-  }
+  const exitCode = run.timedOut ? 124 : run.exitCode;
+  const ok = exitCode === 0 && !run.aborted;
+  const notes = [after.note, approvals.savedNote()].filter((n) => n !== null);
+  const outcome = textOutcome([modelText({ ...run, exitCode }, timeoutMs, opts, clampedFrom), ...notes].join("\n\n"), !ok);
+  return done({ status: ok ? "completed" : "failed", aggregatedOutput: run.combined.text, exitCode, durationMs: run.durationMs }, after.endTurn ? { ...outcome, endTurn: true } : outcome);
 }
