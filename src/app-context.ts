@@ -9,6 +9,7 @@ import type { ThreadRuntime } from "./runtime/threads.js";
 import type { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import type { TurnRunner } from "./runtime/turns.js";
 import type { TurnPages } from "./runtime/turn-pages.js";
+import type { ExecPolicyStore } from "./store/execpolicy-store.js";
 
 export interface ProviderCatalog {
   has(id: string): boolean;
@@ -35,6 +36,8 @@ export interface AppContext {
   readonly pages: TurnPages;
   /** The configured MCP servers and their tools. */
   readonly mcp: McpManager;
+  /** The saved approval rules (execpolicy/rule/list, execpolicy/rule/remove). */
+  readonly execPolicy: ExecPolicyStore;
   /** The stored turns of a thread with their items (thread/read includeTurns). */
   turnsOf(threadId: string): Promise<Turn[]>;
 }

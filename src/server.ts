@@ -21,6 +21,8 @@ import { TurnPages } from "./runtime/turn-pages.js";
 import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
 import { registerFileSearchHandlers } from "./rpc/handlers/file-search.js";
 import { mcpStatusNotifier, registerMcpHandlers } from "./rpc/handlers/mcp.js";
+import { registerExecPolicyHandlers } from "./rpc/handlers/execpolicy.js";
+import { ExecPolicyStore } from "./store/execpolicy-store.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
@@ -187,6 +189,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
     registerMcpHandlers(conn, app!);
     registerFileSearchHandlers(conn, app!, boundary.hidden);
+    registerExecPolicyHandlers(conn, app!);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
@@ -322,6 +325,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     turnsOf: (threadId) => history.turnsOf(threadId),
     pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
     mcp,
+    execPolicy: new ExecPolicyStore(db.sql),
   };
   await mcp.start();
 

@@ -13,6 +13,7 @@ import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startServerOn, type TestServer } from "./support/server.js";
 import { text, turnCompleted } from "./support/turns.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 let cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -59,7 +60,7 @@ describe.each(BACKENDS)("pending approval across a restart (%s)", (backend) => {
     const resumed = await second.client.request("thread/resume", { threadId, afterSeq: lastSeq });
     expect(resumed.thread.turns.at(-1)).toMatchObject({ id: turn.id, status: "inProgress" });
     const request = await again;
-    expect(request.params).toMatchObject({ threadId, turnId: turn.id, itemId, command: "echo ran >> ran.txt" });
+    expect(request.params).toMatchObject({ threadId, turnId: turn.id, itemId, command: shellInvocation("echo ran >> ran.txt") });
     second.client.respond(request.id, { decision: "accept" });
 
     const done = await turnCompleted(second.client, turn.id);

@@ -23,6 +23,7 @@ import {
   nthServerRequest,
   statusesOf,
 } from "./support/approvals.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const provider = "openai" as const;
@@ -163,7 +164,7 @@ describe("approvals with several clients, interrupts and timeouts", () => {
     expect(serverRequests(b, COMMAND_APPROVAL)).toHaveLength(0);
     await b.request("thread/resume", { threadId });
     const request = await nthServerRequest(b, COMMAND_APPROVAL);
-    expect(request.params).toMatchObject({ threadId, turnId: turn.id, command: MARK_COMMAND });
+    expect(request.params).toMatchObject({ threadId, turnId: turn.id, command: shellInvocation(MARK_COMMAND) });
     b.respond(request.id, { decision: "accept" });
     expect((await turnCompleted(b, turn.id)).params.turn.status).toBe("completed");
     expect(markerCount(ws)).toBe(1);

@@ -16,6 +16,7 @@ import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./suppo
 import { itemsCompleted, itemsStarted, serverRequests } from "./support/wire.js";
 import { addFilePatch, COMMAND_APPROVAL, FILE_APPROVAL, toolResultTexts, updateFilePatch } from "./support/approvals.js";
 import { makeDirs, processesRunning, runningPids, waitGone, type Dirs } from "./tools/helpers.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const provider = "openai" as const;
@@ -211,7 +212,7 @@ describe("sandbox and process trees (approvalPolicy never)", () => {
       expect(readdirSync(dirs.ws).sort()).toEqual(["inside.txt", "inside2.txt"]);
       expect(readdirSync(dirs.outside).sort()).toEqual(["granted.txt", "granted2.txt"]);
       expect(asked).toHaveLength(2);
-      expect(asked[0]).toMatchObject({ command: "touch granted.txt", cwd: dirs.outside, reason: expect.stringMatching(/working directory/) });
+      expect(asked[0]).toMatchObject({ command: shellInvocation("touch granted.txt"), cwd: dirs.outside, reason: expect.stringMatching(/working directory/) });
       expect(asked[1]).toMatchObject({ reason: expect.stringMatching(/escapes the workspace/) });
       // The accepted workdir was writable for that command only: the sandbox still confined the rest.
       expect(itemsCompleted(client, "commandExecution").map((i) => i.status)).toEqual(["completed", "completed"]);

@@ -25,6 +25,7 @@ import {
   statusesOf,
   updateFilePatch,
 } from "./support/approvals.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!; // Postgres when available (faster per test), else PGlite
 
@@ -77,7 +78,7 @@ describe.each(PROVIDERS)("approval accept flow with %s", (provider) => {
     const read = await client.request("thread/read", { threadId });
     expect(read.thread.status).toEqual(WAITING);
     const [started] = itemsStarted(client, "commandExecution");
-    expect(started).toMatchObject({ command: MARK_COMMAND, cwd: ws, status: "inProgress", aggregatedOutput: null, exitCode: null });
+    expect(started).toMatchObject({ command: shellInvocation(MARK_COMMAND), cwd: ws, status: "inProgress", aggregatedOutput: null, exitCode: null });
     expect(request.params).toEqual({
       kind: "command",
       threadId,
@@ -86,9 +87,11 @@ describe.each(PROVIDERS)("approval accept flow with %s", (provider) => {
       startedAtMs: started.startedAtMs,
       environmentId: null,
       reason: expect.stringMatching(/untrusted/),
-      command: MARK_COMMAND,
+      command: shellInvocation(MARK_COMMAND),
       cwd: ws,
       commandActions: started.commandActions,
+      // A redirection keeps a command away from saved rules: none is proposed.
+      proposedExecpolicyAmendment: null,
       availableDecisions: ["accept", "acceptForSession", "decline", "cancel"],
     });
     expect(typeof request.params.startedAtMs).toBe("number");
@@ -215,7 +218,7 @@ describe("approval decisions (openai)", () => {
         { text: "more" },
       );
       expect(await runTurn("again")).toMatchObject({ status: "completed" });
-      expect(asked.map((p) => p.command)).toEqual([MARK_COMMAND, "touch other.txt"]);
+      expect(asked.map((p) => p.command)).toEqual([MARK_COMMAND, "touch other.txt"].map((c) => shellInvocation(c)));
       expect(markerCount(ws)).toBe(3);
       expect(existsSync(path.join(ws, "other.txt"))).toBe(true);
       expect(serverRequests(client, COMMAND_APPROVAL)).toHaveLength(2);
@@ -288,7 +291,7 @@ describe("approval decisions (openai)", () => {
       expect(asked).toHaveLength(1);
       expect(markerCount(ws)).toBe(0);
       expect(existsSync(path.join(ws, "second.txt"))).toBe(false);
-      expect(itemsStarted(client, "commandExecution").map((i) => i.command)).toEqual([MARK_COMMAND]);
+      expect(itemsStarted(client, "commandExecution").map((i) => i.command)).toEqual([shellInvocation(MARK_COMMAND)]);
 
       // Both calls get a result in the history: the next request pairs each with its call.
       h.mock.reset();

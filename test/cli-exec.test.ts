@@ -8,7 +8,7 @@
 import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { makeWorkspace, MARK_COMMAND, markerCount } from "./support/approvals.js";
@@ -17,6 +17,7 @@ import { BACKENDS } from "./support/db.js";
 import { cleanEnv, cliArgv, parseJson, removeSeed, REPO_ROOT, runCli, seededHome, spawnCli, type CliProcess } from "./support/process.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startTurnHarness, type TurnHarness } from "./support/turns.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 
@@ -168,6 +169,34 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(screen).toContain("Asked twice.");
   });
 
+  it("--approve ask offers the proposed rule as [p]: saved, it answers the next matching command", async () => {
+    const ws = workspace();
+    h.mock.enqueue(
+      { toolCalls: [{ name: "shell", arguments: { command: "touch p1.txt" } }] },
+      { toolCalls: [{ name: "shell", arguments: { command: "touch p1.txt p2.txt" } }] },
+      { text: "Asked once." },
+    );
+    const cmd = [process.execPath, ...cliArgv(), "exec", "'Touch twice'", "--url", url, "--approval-policy", "untrusted", "--cwd", ws].join(" ");
+    const child = spawn("script", ["-qfec", cmd, "/dev/null"], { cwd: REPO_ROOT, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["pipe", "pipe", "pipe"] });
+    let screen = "";
+    let answered = false;
+    child.stdout.on("data", (d: Buffer) => {
+      screen += d.toString();
+      if (answered || !screen.includes("[c] cancel the turn > ")) return;
+      answered = true;
+      child.stdin.write("p\r");
+    });
+    const closed = new Promise((resolve) => child.on("close", resolve));
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    });
+    expect(await closed, screen).toBe(0);
+    expect(screen.split("[c] cancel the turn > ").length - 1).toBe(1);
+    expect(screen).toContain("[p] yes, and don't ask again for commands that start with `touch p1.txt`");
+    expect(existsSync(path.join(ws, "p1.txt")) && existsSync(path.join(ws, "p2.txt"))).toBe(true);
+    expect(screen).toContain("Asked once.");
+  });
+
   it("--json prints every notification as one JSON line on stdout", async () => {
     const ws = workspace();
     h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo json-mode" } }] }, { text: ["Do", "ne."] });
@@ -181,7 +210,7 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(methods).toContain("item/agentMessage/delta");
     expect(methods[methods.length - 1]).toBe("turn/completed");
     const command = frames.find((f) => f.method === "item/completed" && f.params.item.type === "commandExecution");
-    expect(command.params.item).toMatchObject({ command: "echo json-mode", exitCode: 0, aggregatedOutput: "json-mode\n" });
+    expect(command.params.item).toMatchObject({ command: shellInvocation("echo json-mode"), exitCode: 0, aggregatedOutput: "json-mode\n" });
     expect(frames.filter((f) => f.method === "item/agentMessage/delta").map((f) => f.params.delta).join("")).toBe("Done.");
   });
 

@@ -17,6 +17,7 @@ import { afterFirstTextDelta } from "./support/wire.js";
 import { deferred, threadNotifications } from "./support/durability.js";
 import { makeWorkspace, COMMAND_APPROVAL } from "./support/approvals.js";
 import { eventually, useCluster } from "./support/cluster.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const TIMEOUT = 120_000;
 const LIVE_LEASES = { APP_SERVER_LEASE_TTL_MS: "30000" };
@@ -192,7 +193,7 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
       expect(readFileSync(path.join(ws.dir, "b.txt"), "utf8")).toBe("from-b\n");
       const turns = (await cb.request("thread/read", { threadId, includeTurns: true })).thread.turns;
       expect(turns.map((t: any) => t.id)).toEqual([t1.id]);
-      expect(turns[0].items.filter((i: any) => i.type === "commandExecution").map((i: any) => i.command)).toEqual(["echo from-b >> b.txt"]);
+      expect(turns[0].items.filter((i: any) => i.type === "commandExecution").map((i: any) => i.command)).toEqual([shellInvocation("echo from-b >> b.txt")]);
       // With no turn running, a command from B is a turn of its own (on whichever process holds the thread).
       await cb.request("thread/shellCommand", { threadId, command: "echo again >> b.txt" });
       const own = await cb.waitForNotification("turn/started", (p) => p.threadId === threadId && p.turn.id !== t1.id);

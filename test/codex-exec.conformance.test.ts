@@ -111,6 +111,18 @@ describe.skipIf(noCodex)("codex exec --remote (real codex 0.171)", () => {
     expect(conformanceProblems(relay.frames, from)).toEqual([]);
   });
 
+  it("exec --json prints the command as Codex does: the shell invocation that ran", async () => {
+    h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo 'json mode' > json.txt" } }] }, { text: "json done" });
+    const from = relay.frames.length;
+    const r = await exec("--json", "write json.txt");
+    expect(r.code, r.stderr).toBe(0);
+    const events = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+    const command = events.find((e) => e.type === "item.completed" && e.item?.type === "command_execution")?.item;
+    expect(command).toMatchObject({ command: `/bin/bash -lc "echo 'json mode' > json.txt"`, exit_code: 0, status: "completed" });
+    expect(readFileSync(path.join(ws.dir, "json.txt"), "utf8")).toBe("json mode\n");
+    expect(conformanceProblems(relay.frames, from)).toEqual([]);
+  });
+
   it("is refused without the token (the relay forwards what codex sends)", async () => {
     const r = await runCodex(["exec", "--remote", relay.url, "--skip-git-repo-check", "hi"], codex.env, ws.dir);
     expect(r.code).not.toBe(0);

@@ -3,8 +3,11 @@
  * The real `codex` 0.171 TUI with `--remote` against this server (through a recording relay) and
  * the mock model, in a detached tmux session of a fixed size, driven with `send-keys` and read
  * with `capture-pane -p`: start-up, a streamed answer, a command approval accepted with `y`, an
- * `@` file mention, a `!` shell command, `/compact`, `/review`, `codex resume --remote` (picker) and
- * `codex fork --remote --last`. Every session must be
+ * `@` file mention, a `!` shell command, `/compact`, `/review`, `codex resume --remote` (picker),
+ * `codex fork --remote --last`, and the default mode of a fresh project (read-only, on-request): a
+ * write command asks, `y` runs it once, Esc and `n` decline, "don't ask again" (`p`) lets the next
+ * matching command run unasked; /status shows the context window and /fork keeps the thread's name.
+ * Every session must be
  * conformant: no request answered -32601/-32602, every server message valid against Codex's schema.
  *
  * The TUI names a thread after its first prompt by running a throwaway ephemeral thread whose
@@ -271,6 +274,105 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     await waitFor(() => serverFrames(from, "turn/completed").some((f) => f.frame.params.turn.id === review.response.result.turn.id), "turn/completed of the review");
     const exited = serverFrames(from, "item/completed").find((f) => f.frame.params.item.type === "exitedReviewMode")!;
     expect(exited.frame.params.item.review).toBe("[P2] mention-target.txt:1 is not covered by a test.");
+    expect(conformanceProblems(relay.frames, from)).toEqual([]);
+  });
+
+  it("default mode, fresh project (read-only, on-request): asks before a write, `y` runs it once, Esc and `n` decline, `p` saves a rule that answers the next matching command", async () => {
+    const from = relay.frames.length;
+    startTui([]);
+    await waitForScreen(/Ask Codex to do anything/);
+    const decisions = (since: number) => relay.frames.slice(since).filter((f) => f.dir === "client→server" && f.frame?.result?.decision !== undefined).map((f) => f.frame.result.decision);
+    const approvalsSince = (since: number) => serverFrames(since, "item/commandExecution/requestApproval").map((f) => f.frame.params);
+    const escalate = (command: string, question: string) => ({ toolCalls: [{ name: "shell", arguments: { command, sandbox_permissions: "require_escalated", justification: question } }] });
+    const inWs = (name: string) => existsSync(path.join(ws.dir, name));
+    /**
+     * The turn of `prompt` has ended as the TUI sees it: below the prompt it shows "Worked for …"
+     * (or "Conversation interrupted" after a cancel), written only once it has processed the end —
+     * so a prompt typed after it starts a turn, not a steer of the old one.
+     */
+    const idle = async (since: number, prompt: string) => {
+      await waitFor(() => serverFrames(since, "turn/completed").length > 0, "turn/completed");
+      const escaped = prompt.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      await waitForScreen(new RegExp(`› ${escaped}\\n[\\s\\S]*(Worked for|Conversation interrupted)`));
+    };
+
+    // The model first runs it plainly: the read-only sandbox denies it and the model is told (no
+    // prompt); it then asks to escalate, with a question, and the user is asked once.
+    mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "touch approved.txt" } }] }, escalate("touch approved.txt", "Do you want to create approved.txt?"), { text: "approved.txt is there" });
+    let before = relay.frames.length;
+    await submit("create approved.txt");
+    await waitFor(() => approvalsSince(before).length === 1, "the approval request");
+    const started = exchanges(from, "thread/start").find((e) => !e.response?.result?.thread?.ephemeral)!;
+    expect(started.request.params).toMatchObject({ sandbox: "read-only", approvalPolicy: null });
+    expect(started.response.result).toMatchObject({ approvalPolicy: "on-request", sandbox: { type: "readOnly" } });
+    await waitForScreen(/Would you like to run the following command\?[\s\S]*Reason: Do you want to create approved\.txt\?[\s\S]*\$ touch approved\.txt[\s\S]*Yes, proceed \(y\)[\s\S]*don't ask again for commands that start with `touch approved\.txt` \(p\)/);
+    expect(inWs("approved.txt")).toBe(false);
+    const told = JSON.stringify(mock.requests.at(-1)!.body);
+    expect(told).toContain("Read-only file system");
+    keys("y");
+    await waitForScreen(/approved\.txt is there/);
+    await idle(before, "create approved.txt");
+    expect(inWs("approved.txt")).toBe(true);
+    expect(decisions(before)).toEqual(["accept"]);
+    const ran = serverFrames(before, "item/completed").filter((f) => f.frame.params.item.type === "commandExecution").map((f) => f.frame.params.item.status);
+    expect(ran).toEqual(["failed", "completed"]); // the denied plain run, then the one approved run
+
+    // Esc and `n`: "No, and tell Codex what to do differently" — not run, the turn ends.
+    for (const [key, name] of [["Escape", "declined-esc.txt"], ["n", "declined-n.txt"]] as const) {
+      before = relay.frames.length;
+      mock.enqueue(escalate(`touch ${name}`, `Do you want to create ${name}?`));
+      await submit(`create ${name}`);
+      await waitFor(() => approvalsSince(before).length === 1, `the approval request for ${name}`);
+      await waitForScreen(new RegExp(`\\$ touch ${name.replace(".", "\\.")}`));
+      keys(key);
+      await idle(before, `create ${name}`);
+      expect(serverFrames(before, "turn/completed")[0]!.frame.params.turn.status).toBe("interrupted");
+      expect(decisions(before)).toEqual(["cancel"]);
+      expect(inWs(name)).toBe(false);
+    }
+
+    // `p`: "Yes, and don't ask again for commands that start with `touch ruled.txt`".
+    before = relay.frames.length;
+    mock.enqueue(escalate("touch ruled.txt", "Do you want to create ruled.txt?"), { text: "ruled.txt made" });
+    await submit("create ruled.txt");
+    await waitFor(() => approvalsSince(before).length === 1, "the approval request for ruled.txt");
+    await waitForScreen(/don't ask again for commands that start with `touch ruled\.txt` \(p\)/);
+    keys("p");
+    await waitForScreen(/ruled\.txt made/);
+    await idle(before, "create ruled.txt");
+    expect(decisions(before)).toEqual([{ acceptWithExecpolicyAmendment: { execpolicy_amendment: ["touch", "ruled.txt"] } }]);
+    expect(inWs("ruled.txt")).toBe(true);
+    // The next matching command runs without a prompt.
+    before = relay.frames.length;
+    mock.enqueue(escalate("touch ruled.txt also-ruled.txt", "Do you want to create also-ruled.txt?"), { text: "also done, unasked" });
+    await submit("create also-ruled.txt");
+    await waitForScreen(/also done, unasked/);
+    await idle(before, "create also-ruled.txt");
+    expect(approvalsSince(before)).toEqual([]);
+    expect(inWs("also-ruled.txt")).toBe(true);
+    expect(conformanceProblems(relay.frames, from)).toEqual([]);
+  });
+
+  it("/status shows the context window; /fork keeps the thread's name in the footer", async () => {
+    const from = relay.frames.length;
+    startTui(["-s", "workspace-write"]);
+    await waitForScreen(/Ask Codex to do anything/);
+    mock.enqueue({ text: "status answer" });
+    await submit("a turn for the token usage");
+    await waitForScreen(/status answer[\s\S]*Worked for/);
+    await waitFor(() => serverFrames(from, "turn/completed").length > 0, "turn/completed");
+    expect(serverFrames(from, "thread/tokenUsage/updated")[0]!.frame.params.tokenUsage.modelContextWindow).toBe(272_000);
+    await submit("/status");
+    // /status prints its card into the transcript (nothing to dismiss).
+    await waitForScreen(/Context window:?\s+\S/);
+    const threadId = exchanges(from, "thread/start").find((e) => !e.response?.result?.thread?.ephemeral)!.response.result.thread.id;
+    await waitFor(() => serverFrames(from, "thread/name/updated").some((f) => f.frame.params.threadId === threadId), "the thread's name");
+    const name = serverFrames(from, "thread/name/updated").find((f) => f.frame.params.threadId === threadId)!.frame.params.threadName as string;
+    await submit("/fork");
+    await waitFor(() => exchanges(from, "thread/fork").some((e) => e.response?.result), "thread/fork");
+    const fork = exchanges(from, "thread/fork").find((e) => e.response?.result)!.response.result.thread;
+    expect(fork).toMatchObject({ forkedFromId: threadId, name });
+    await waitFor(() => screen().split("\n").some((l) => l.includes("mock-model") && l.includes(name)), `the footer with the name "${name}"`);
     expect(conformanceProblems(relay.frames, from)).toEqual([]);
   });
 });

@@ -20,6 +20,7 @@ import { seededHome } from "./support/process.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { afterFirstTextDelta, LOOKUP_TOOL, mockCallId, toolResultsIn } from "./support/wire.js";
 import { allEvents, deferred, expectExtends, freshPostgresDatabase, spawnServer, threadNotifications, type ChildServer } from "./support/durability.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const CRASH_PROVIDERS = ["openai", "anthropic"] as const;
 /** Each test boots two server processes (PGlite: two WASM start-ups); generous for a loaded 2-core box. */
@@ -314,7 +315,7 @@ describe.each(BACKENDS)("SIGKILL and restart (%s)", (backend: Backend) => {
         const again = b.waitFor((f) => f.method === "item/commandExecution/requestApproval" && f.id !== undefined);
         await b.request("thread/resume", { threadId, afterSeq: seenByA });
         const request = await again;
-        expect(request.params).toMatchObject({ threadId, turnId: t1.id, itemId: asked.params.itemId, command: "echo ran >> runs.txt" });
+        expect(request.params).toMatchObject({ threadId, turnId: t1.id, itemId: asked.params.itemId, command: shellInvocation("echo ran >> runs.txt") });
         b.respond(request.id, { decision: "accept" });
         const done = await turnCompleted(b, t1.id);
         expect(done.params.turn.status).toBe("completed");

@@ -13,6 +13,7 @@ import { TestClient } from "./support/client.js";
 import { BACKENDS } from "./support/db.js";
 import { startTurnHarness, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { makeDirs, type Dirs } from "./tools/helpers.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 
@@ -110,7 +111,7 @@ describe("review/start", () => {
 
     // While a turn runs, a review is refused like a second turn/start.
     expect(await client.request("thread/shellCommand", { threadId, command: "sleep 600" })).toEqual({});
-    const running = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === "sleep 600");
+    const running = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === shellInvocation("sleep 600"));
     await expect(bad({ threadId, target: { type: "uncommittedChanges" } })).rejects.toMatchObject({ code: -32600, message: expect.stringContaining("already running") });
     await client.request("turn/interrupt", { threadId, turnId: running.params.turnId });
     await turnCompleted(client, running.params.turnId);

@@ -16,6 +16,7 @@ import { deferred } from "./support/durability.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { afterFirstTextDelta } from "./support/wire.js";
 import { makeDirs, type Dirs } from "./tools/helpers.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 
@@ -53,7 +54,7 @@ describe("thread/shellCommand", () => {
     const { done, item, frames } = await shell(threadId, "ls; echo made > made.txt; echo to-stderr >&2; pwd");
     expect(done.params.turn.status).toBe("completed");
     expect(frames.map((f) => f.method).filter((m, i, a) => m !== a[i - 1])).toEqual(["item/started", "item/commandExecution/outputDelta", "item/completed"]);
-    expect(item).toMatchObject({ type: "commandExecution", source: "userShell", status: "completed", exitCode: 0, cwd: dirs.ws, command: "ls; echo made > made.txt; echo to-stderr >&2; pwd" });
+    expect(item).toMatchObject({ type: "commandExecution", source: "userShell", status: "completed", exitCode: 0, cwd: dirs.ws, command: shellInvocation("ls; echo made > made.txt; echo to-stderr >&2; pwd") });
     expect(item.aggregatedOutput).toContain("hello.txt");
     expect(item.aggregatedOutput).toContain("to-stderr");
     expect(item.aggregatedOutput).toContain(dirs.ws);
@@ -97,16 +98,16 @@ describe("thread/shellCommand", () => {
     expect(timedOut.item).toMatchObject({ status: "failed", exitCode: 124 });
 
     expect(await client.request("thread/shellCommand", { threadId, command: "sleep 600" })).toEqual({});
-    const started = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === "sleep 600");
+    const started = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === shellInvocation("sleep 600"));
     // A second command while the first runs joins its turn (no turn of its own).
     expect(await client.request("thread/shellCommand", { threadId, command: "sleep 601" })).toEqual({});
-    const second = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === "sleep 601");
+    const second = await client.waitFor((f) => f.method === "item/started" && f.params.item.command === shellInvocation("sleep 601"));
     expect(second.params.turnId).toBe(started.params.turnId);
     await client.request("turn/interrupt", { threadId, turnId: started.params.turnId });
     const done = await turnCompleted(client, started.params.turnId);
     expect(done.params.turn.status).toBe("interrupted");
     const ended = client.notifications("item/completed").filter((f) => f.params.turnId === started.params.turnId).map((f) => f.params.item.command);
-    expect(ended.sort()).toEqual(["sleep 600", "sleep 601"]);
+    expect(ended.sort()).toEqual(["sleep 600", "sleep 601"].map((c) => shellInvocation(c)));
   });
 
   it("while the model's turn runs, the command runs inside that turn; the turn ends after it, and the model hears of it next", async () => {

@@ -15,6 +15,7 @@ import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { itemsCompleted, mockCallId, toolResultsIn } from "./support/wire.js";
+import { shellInvocation } from "../src/tools/shell-invocation.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
 const provider = "openai" as const;
@@ -154,7 +155,7 @@ describe("hooks", () => {
     for (let i = 0; i < 200 && stopInput() === null; i++) await new Promise((r) => setTimeout(r, 25));
     expect(stopInput()).toMatchObject({ hook_event_name: "stop", status: "completed", stop_reason: "finalAnswer" });
     // Only one command item: the vetoed call never started.
-    expect(itemsCompleted(client, "commandExecution").map((i) => i.command)).toEqual(["echo fine"]);
+    expect(itemsCompleted(client, "commandExecution").map((i) => i.command)).toEqual([shellInvocation("echo fine")]);
 
     // Inside the sandbox: a hook of a read-only thread cannot write.
     const ro = (await client.request("thread/start", { cwd: dir, approvalPolicy: "never", sandbox: "read-only" })).thread.id;

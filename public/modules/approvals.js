@@ -2,6 +2,7 @@
 // MCP elicitations (an MCP tool call to approve, or a question from an MCP server: a small form),
 // and item/tool/call, which the playground does not implement.
 
+import { scriptOf } from "./command-text.js";
 import { $, h, scrollToEnd } from "./dom.js";
 import { RpcError } from "./rpc.js";
 import { state } from "./state.js";
@@ -53,7 +54,7 @@ function showApproval(method, params, id, answer) {
     "div",
     { class: "approval-card", dataset: { requestId: String(id), itemId: params.itemId } },
     h("div", { class: "approval-title" }, isCommand ? "Run this command?" : "Apply these file changes?"),
-    isCommand && params.command && (!inItem || params.command !== item.lastItem?.command) ? h("pre", { class: "output" }, `$ ${params.command}`) : null,
+    isCommand && params.command && (!inItem || params.command !== item.lastItem?.command) ? h("pre", { class: "output" }, `$ ${scriptOf(params.command)}`) : null,
     isCommand && params.cwd && (!inItem || params.cwd !== item.lastItem?.cwd) ? h("div", { class: "cwd" }, `in ${params.cwd}`) : null,
     !isCommand && params.grantRoot ? h("div", { class: "cwd" }, `grants write access to ${params.grantRoot}`) : null,
     changes ? changes.map((c) => h("div", { class: "file" }, h("div", { class: "file-name", title: c.path }, displayPath(c.path)), diffView(changeDiff(c)))) : null,

@@ -2,6 +2,7 @@
 // tool calls …). Agent text and reasoning are rendered as Markdown (markdown.js); everything else
 // from the model or the user goes into the page as text only.
 
+import { scriptOf } from "./command-text.js";
 import { h, truncate } from "./dom.js";
 import { markdownView } from "./markdown.js";
 import { state } from "./state.js";
@@ -155,7 +156,7 @@ const RENDERERS = {
       },
       update(i) {
         last = i;
-        command.textContent = i.command;
+        command.textContent = scriptOf(i.command);
         // The user's own command (thread/shellCommand, the TUI's !cmd) rather than the model's.
         prompt.textContent = i.source === "userShell" ? "you ran $" : "$";
         cwd.textContent = i.cwd ? `in ${i.cwd}` : "";

@@ -12,11 +12,12 @@ import { parseArgs } from "node:util";
 import { TurnRenderer } from "./render.js";
 import type { RpcClient } from "./rpc-client.js";
 import { openSession, UsageError } from "./session.js";
+import { scriptOf } from "../tools/shell-invocation.js";
 
 export const EXIT = { completed: 0, failed: 1, usage: 2, interrupted: 130 } as const;
 
 export type ApproveMode = "ask" | "always" | "never";
-type Decision = "accept" | "acceptForSession" | "decline" | "cancel";
+type Decision = "accept" | "acceptForSession" | "decline" | "cancel" | { acceptWithExecpolicyAmendment: { execpolicy_amendment: string[] } };
 
 export interface ExecIo {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
@@ -284,7 +285,7 @@ class Approver {
   ) {}
 
   decide(kind: "command" | "fileChange", p: any): Promise<{ decision: Decision }> {
-    const what = kind === "command" ? `run \`${p.command ?? "a command"}\`${p.cwd ? ` in ${p.cwd}` : ""}` : `apply the file changes above${p.grantRoot ? ` (write access to ${p.grantRoot})` : ""}`;
+    const what = kind === "command" ? `run \`${p.command ? scriptOf(p.command) : "a command"}\`${p.cwd ? ` in ${p.cwd}` : ""}` : `apply the file changes above${p.grantRoot ? ` (write access to ${p.grantRoot})` : ""}`;
     const next = this.queue.then(() => this.decideOne(what, p));
     this.queue = next.catch(() => {});
     return next.then((decision) => ({ decision }));
@@ -309,9 +310,12 @@ class Approver {
       return "decline";
     }
     const allowed: Decision[] = p.availableDecisions?.length ? p.availableDecisions : ["accept", "acceptForSession", "decline", "cancel"];
+    // The rule the server offers to save ("don't ask again for commands that start with …").
+    const rule = allowed.find((d) => typeof d === "object");
     const keys: Array<[string, Decision, string]> = [
       ["y", "accept", "[y] yes"],
       ["s", "acceptForSession", "[s] yes for this session"],
+      ...(rule ? [["p", rule, `[p] yes, and don't ask again for commands that start with \`${rule.acceptWithExecpolicyAmendment.execpolicy_amendment.join(" ")}\``] as [string, Decision, string]] : []),
       ["n", "decline", "[n] no"],
       ["c", "cancel", "[c] cancel the turn"],
     ];
@@ -325,7 +329,7 @@ class Approver {
         return "cancel";
       }
       if (answer === "\u0004") return "decline"; // end of input
-      const hit = offered.find(([key, decision]) => answer === key || answer === decision.toLowerCase() || (key === "y" && answer === "yes") || (key === "n" && answer === "no"));
+      const hit = offered.find(([key, decision]) => answer === key || (typeof decision === "string" && answer === decision.toLowerCase()) || (key === "y" && answer === "yes") || (key === "n" && answer === "no"));
       if (hit) return hit[1];
     }
   }

@@ -5,6 +5,7 @@
  */
 import path from "node:path";
 import type { ThreadItem } from "../protocol/items.js";
+import { scriptOf } from "../tools/shell-invocation.js";
 
 export interface RenderStreams {
   out: NodeJS.WritableStream;
@@ -110,7 +111,7 @@ export class TurnRenderer {
         }
         return;
       case "commandExecution":
-        return this.info(`${this.style("cyan", "$")} ${this.style("bold", item.command)}`);
+        return this.info(`${this.style("cyan", "$")} ${this.style("bold", scriptOf(item.command))}`);
       case "fileChange":
         for (const change of item.changes) {
           const kind = change.kind.type === "update" && change.kind.move_path ? `move → ${this.shortPath(change.kind.move_path)}` : change.kind.type;

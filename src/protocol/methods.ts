@@ -5,6 +5,7 @@
 import { z } from "zod";
 import * as C from "./client-setup.js";
 import * as K from "./credentials.js";
+import * as E from "./execpolicy.js";
 import * as FS from "./file-search.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
@@ -62,6 +63,8 @@ export const clientRequests = {
   "fuzzyFileSearch/sessionStart": { params: FS.FuzzyFileSearchSessionStartParams, result: FS.FuzzyFileSearchSessionStartResponse },
   "fuzzyFileSearch/sessionUpdate": { params: FS.FuzzyFileSearchSessionUpdateParams, result: FS.FuzzyFileSearchSessionUpdateResponse },
   "fuzzyFileSearch/sessionStop": { params: FS.FuzzyFileSearchSessionStopParams, result: FS.FuzzyFileSearchSessionStopResponse },
+  "execpolicy/rule/list": { params: E.ExecPolicyRuleListParams, result: E.ExecPolicyRuleListResponse },
+  "execpolicy/rule/remove": { params: E.ExecPolicyRuleRemoveParams, result: E.ExecPolicyRuleRemoveResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;

@@ -23,8 +23,18 @@ export const ServerRequestResolvedNotification = z
   .object({ threadId: z.string(), requestId: RequestId, seq })
   .meta({ id: "ServerRequestResolvedNotification" });
 
-export const CommandExecutionApprovalDecision = z.enum(["accept", "acceptForSession", "decline", "cancel"]).meta({ id: "CommandExecutionApprovalDecision" });
-export type ApprovalDecision = z.infer<typeof CommandExecutionApprovalDecision>;
+/** A command prefix a rule approves (Codex's ExecPolicyAmendment), e.g. ["touch", "a5"]. */
+export const ExecPolicyAmendment = z.array(z.string()).meta({ id: "ExecPolicyAmendment" });
+
+/** The plain decisions (a file change takes only these). */
+export const ApprovalDecision = z.enum(["accept", "acceptForSession", "decline", "cancel"]).meta({ id: "FileChangeApprovalDecision" });
+export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
+
+/** A command's decisions: the plain ones, or accept and save the proposed rule. */
+export const CommandExecutionApprovalDecision = z
+  .union([ApprovalDecision, z.strictObject({ acceptWithExecpolicyAmendment: z.object({ execpolicy_amendment: ExecPolicyAmendment }) })])
+  .meta({ id: "CommandExecutionApprovalDecision" });
+export type CommandExecutionApprovalDecision = z.infer<typeof CommandExecutionApprovalDecision>;
 
 export const CommandExecutionRequestApprovalParams = z
   .object({
@@ -39,7 +49,9 @@ export const CommandExecutionRequestApprovalParams = z
     command: z.string().nullable().optional(),
     cwd: z.string().nullable().optional(),
     commandActions: z.array(CommandAction).nullable().optional(),
-    /** The decisions this request accepts (our extension: Codex clients may ignore it). */
+    /** The rule `acceptWithExecpolicyAmendment` would save (null: none is offered). */
+    proposedExecpolicyAmendment: ExecPolicyAmendment.nullable().optional(),
+    /** The decisions this request accepts, in the order a client should show them. */
     availableDecisions: z.array(CommandExecutionApprovalDecision).optional(),
   })
   .meta({ id: "CommandExecutionRequestApprovalParams" });
@@ -60,7 +72,7 @@ export const FileChangeRequestApprovalParams = z
   .meta({ id: "FileChangeRequestApprovalParams" });
 export type FileChangeRequestApprovalParams = z.infer<typeof FileChangeRequestApprovalParams>;
 export const FileChangeRequestApprovalResponse = z
-  .object({ decision: z.enum(["accept", "acceptForSession", "decline", "cancel"]) })
+  .object({ decision: ApprovalDecision })
   .meta({ id: "FileChangeRequestApprovalResponse" });
 
 export const DynamicToolCallParams = z

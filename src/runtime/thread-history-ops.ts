@@ -149,7 +149,8 @@ export class ThreadHistoryOps {
       forkParentId: owner.id,
       forkTurnCount,
       forkMessageCount,
-      name: null,
+      // Codex's fork keeps the source's name (the TUI's footer shows it after /fork).
+      name: source.record.name,
       ephemeral: p.ephemeral ?? false,
       archived: false,
       systemError: false,

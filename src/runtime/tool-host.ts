@@ -90,6 +90,10 @@ function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThrea
     commands: deps.commands,
     approvalPolicy: thread.record.approvalPolicy,
     sessionApprovals: thread.sessionApprovals,
+    execPolicy: {
+      patterns: () => recording("the approval rules", async () => (await deps.execPolicy.list()).map((r) => r.pattern)),
+      add: (pattern) => recording("an approval rule", async () => void (await deps.execPolicy.add(pattern, thread.id))),
+    },
     newItemId: () => {
       // A restored turn re-runs the call that waited on approval under its recorded item id.
       const call = currentCall.getStore();

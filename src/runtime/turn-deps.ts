@@ -3,6 +3,7 @@ import type { RetryPolicy } from "../agent/retry.js";
 import type { TurnObserver } from "../metrics.js";
 import type { CommandRunner } from "../sandbox/runner.js";
 import type { TurnStore } from "../store/turn-store.js";
+import type { ExecPolicyStore } from "../store/execpolicy-store.js";
 import type { HookRunner } from "../hooks/runner.js";
 import type { ToolSource } from "./tool-host.js";
 import type { HistoryLog } from "./history-log.js";
@@ -53,4 +54,6 @@ export interface TurnDeps {
   hooks: HookRunner | null;
   /** Where a turn's tools come from, in order (built-in, dynamic, MCP); the first of a name wins. */
   toolSources: readonly ToolSource[];
+  /** The saved approval rules (shared by every process on the database). */
+  execPolicy: ExecPolicyStore;
 }

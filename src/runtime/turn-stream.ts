@@ -17,6 +17,7 @@ import type { ActiveTurn, StreamingItem } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
+import { contextWindowOf } from "./context-window.js";
 import type { TransactionSql } from "postgres";
 import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
 import { itemRef } from "../store/event-refs.js";
@@ -196,7 +197,7 @@ export class TurnStream {
       ...completed.map((item) => completedEvent(thread, turn, item, now)),
       {
         method: "thread/tokenUsage/updated",
-        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: settings.contextWindow ?? null } },
+        params: { threadId: thread.id, turnId: turn.id, tokenUsage: { total: breakdown(total), last: breakdown(usage), modelContextWindow: contextWindowOf(settings.contextWindow, thread.record.modelProvider) } },
       },
     ];
     // Issued at once, in this order (pipelined: a started row is inserted before it is completed).

@@ -31,6 +31,7 @@ import type { ModelRequest } from "../providers/types.js";
 import { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
+import { ExecPolicyStore } from "../store/execpolicy-store.js";
 import type { HookRunner } from "../hooks/runner.js";
 import { ActiveTurn } from "./active-turn.js";
 import { Compactor } from "./compaction.js";
@@ -91,8 +92,9 @@ export class TurnRunner {
     hooks: HookRunner | null = null,
     /** Tool sources besides the built-in and dynamic ones (MCP servers). */
     extraToolSources: readonly ToolSource[] = [],
+    execPolicy: ExecPolicyStore = new ExecPolicyStore(turns.sql),
   ) {
-    this.deps = { runtime, turns, providers, settings, log, historyLog, observer, commands, hooks, toolSources: [...DEFAULT_SOURCES, ...extraToolSources] };
+    this.deps = { runtime, turns, providers, settings, log, historyLog, observer, commands, hooks, toolSources: [...DEFAULT_SOURCES, ...extraToolSources], execPolicy };
     this.recorder = new ItemRecorder(this.deps);
     this.stream = new TurnStream(this.deps, this.recorder);
     this.compactor = new Compactor(this.deps, this.recorder);

@@ -145,6 +145,22 @@ function scanCommandLine(command: string): { segments: ShellWord[][]; separators
   return { segments, separators, unsafe };
 }
 
+/**
+ * The simple commands (words) of a command line that saved approval rules may be checked against,
+ * or null when the line is more than a plain list of simple commands. As Codex does, redirections,
+ * substitutions, variables, globs and `VAR=value` assignments keep a command away from rules: a
+ * rule for `touch a5` must not also approve `touch a5 > ~/.bashrc` or `FOO=x touch a5`.
+ */
+export function ruleSegments(command: string): string[][] | null {
+  const parsed = scanCommandLine(command);
+  if (parsed.unsafe !== null || parsed.segments.length === 0) return null;
+  for (const words of parsed.segments) {
+    if (words.some((w) => w.globAt >= 0)) return null;
+    if (/^[A-Za-z_][A-Za-z0-9_]*\+?=/.test(words[0]!.text)) return null;
+  }
+  return parsed.segments.map((words) => words.map((w) => w.text));
+}
+
 /** True when every part of the command is on the read-only allow list and nothing else happens. */
 export function isReadOnlyCommand(command: string): boolean {
   const parsed = scanCommandLine(command);

@@ -7,14 +7,28 @@ import type { AskForApproval, SandboxMode, SandboxPolicy } from "../protocol/com
 import type { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ApprovalDecision, CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams } from "../protocol/tools.js";
+import type { RulePattern } from "./execpolicy.js";
 import type { ClientReply } from "../runtime/server-requests.js";
 
 export type PlanStepStatus = "pending" | "inProgress" | "completed";
 
-/** An approval question; the runtime adds threadId and turnId. */
+/** An approval question; the runtime adds threadId, turnId and the decisions it accepts. */
 export type ApprovalRequest =
-  | { kind: "command"; params: Omit<CommandExecutionRequestApprovalParams, "threadId" | "turnId"> }
+  | { kind: "command"; params: Omit<CommandExecutionRequestApprovalParams, "threadId" | "turnId" | "availableDecisions"> }
   | { kind: "fileChange"; params: Omit<FileChangeRequestApprovalParams, "threadId" | "turnId"> };
+
+/**
+ * What the user answered. `acceptWithExecpolicyAmendment` means: accept, and save the rule the
+ * request proposed (an answer naming any other rule counts as `decline`).
+ */
+export type ApprovalAnswer = ApprovalDecision | "acceptWithExecpolicyAmendment";
+
+/** The saved approval rules (src/tools/execpolicy.ts), shared by every process of the server. */
+export interface ExecPolicyRules {
+  patterns(): Promise<RulePattern[]>;
+  /** Saves an allow rule accepted in this thread. */
+  add(pattern: RulePattern): Promise<void>;
+}
 
 export interface ToolContext {
   readonly threadId: string;
@@ -28,10 +42,13 @@ export interface ToolContext {
   readonly commands: CommandRunner;
   readonly approvalPolicy: AskForApproval;
   /**
-   * Keys approved with `acceptForSession` in this thread (e.g. `command:<text>`, `file:<path>`):
-   * tools add to it and consult it so the user is not asked twice.
+   * Keys approved with `acceptForSession` in this thread (approval.ts: a command with its working
+   * directory and sandbox, a file's real path): tools add to it and consult it so the user is not
+   * asked twice.
    */
   readonly sessionApprovals: Set<string>;
+  /** The saved approval rules. */
+  readonly execPolicy: ExecPolicyRules;
   /** A fresh item id (allocated before the tool acts, DESIGN.md §4). */
   newItemId(): string;
   /** Records the item as started, then announces `item/started`. */
@@ -51,7 +68,7 @@ export interface ToolContext {
    * request; the first valid answer wins. An error reply or an unknown decision counts as
    * `decline`; an interrupted turn answers `cancel`.
    */
-  requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision>;
+  requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer>;
   /** Sends a server request to the thread's clients; null when the turn was interrupted first. */
   askClients(method: string, params: object, signal: AbortSignal): Promise<ClientReply | null>;
 }

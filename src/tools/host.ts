@@ -18,9 +18,8 @@ import type { z } from "zod";
 import type { ToolCallBlock } from "../agent/messages.js";
 import { textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { ThreadItem } from "../protocol/items.js";
-import type { ApprovalDecision } from "../protocol/tools.js";
 import type { Decision } from "./approval.js";
-import type { ApprovalRequest, ToolContext } from "./context.js";
+import type { ApprovalAnswer, ApprovalRequest, ToolContext } from "./context.js";
 import { inputSchemaOf, parseToolArgs } from "./define.js";
 
 /** An item as a tool drafts it; the host adds `id` and `startedAtMs`. */
@@ -41,7 +40,7 @@ export interface RunHandle {
   /** The recorded item (a tool may fill in fields as it runs, e.g. processId). */
   readonly item: Record<string, unknown>;
   /** Asks the user again during execution (e.g. to run a command outside the sandbox). */
-  ask(reason: string): Promise<ApprovalDecision>;
+  ask(reason: string): Promise<ApprovalAnswer>;
 }
 
 export interface ToolAction {
@@ -53,6 +52,8 @@ export interface ToolAction {
   approval?(itemId: string, startedAtMs: number, reason: string): ApprovalRequest;
   /** The user chose acceptForSession. */
   acceptedForSession?(): void;
+  /** The user chose acceptWithExecpolicyAmendment: save the proposed rule (a storage failure propagates). */
+  acceptedWithRule?(): Promise<void>;
   /** Final state when the call does not run: the user declined or cancelled, or the policy refused. */
   notRun(why: "decline" | "cancel" | "refuse", reason: string, elapsedMs: number): ToolResult;
   execute(run: RunHandle, signal: AbortSignal): Promise<ToolResult>;
@@ -134,6 +135,7 @@ async function runAction(name: string, action: ToolAction, ctx: ToolContext, sig
   if (gate.action === "ask") {
     const answer = await ask(gate.reason);
     if (answer === "acceptForSession") action.acceptedForSession?.();
+    if (answer === "acceptWithExecpolicyAmendment") await action.acceptedWithRule?.();
     if (answer === "decline" || answer === "cancel") {
       const r = action.notRun(answer, gate.reason, Date.now() - startedAtMs);
       return finish(answer === "cancel" ? { ...r, outcome: { ...r.outcome, endTurn: true } } : r);

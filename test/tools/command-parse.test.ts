@@ -1,6 +1,6 @@
 /** The read-only allow list (conservative) and best-effort command actions. */
 import { describe, expect, it } from "vitest";
-import { decideCommand, decidePatch, policyMode } from "../../src/tools/approval.js";
+import { decidePatch, planCommand, policyMode, type CommandFacts } from "../../src/tools/approval.js";
 import { isReadOnlyCommand, parseCommandActions, parseCommandLine } from "../../src/tools/command-parse.js";
 
 describe("parseCommandLine", () => {
@@ -116,14 +116,52 @@ describe("policy decisions", () => {
   it("maps policies to modes", () => {
     expect(policyMode("untrusted")).toBe("untrusted");
     expect(policyMode("on-request")).toBe("on-request");
-    expect(policyMode("on-failure")).toBe("on-request");
+    expect(policyMode("on-failure")).toBe("on-failure");
     expect(policyMode("never")).toBe("never");
+    const granular = (sandbox_approval: boolean) => ({ granular: { sandbox_approval, rules: true, skill_approval: false, request_permissions: false, mcp_elicitations: false } });
+    expect(policyMode(granular(true))).toBe("on-request");
+    expect(policyMode(granular(false))).toBe("never");
   });
 
-  it("session approvals win over every policy", () => {
-    for (const policy of ["untrusted", "on-request", "never"] as const) {
-      expect(decideCommand({ policy, sessionApproved: true, readOnly: false, sandboxObjection: "no" })).toEqual({ action: "run" });
-      expect(decidePatch({ policy, allSessionApproved: true, sandboxObjections: ["no"] })).toEqual({ action: "run" });
+  const facts = (f: Partial<CommandFacts>): CommandFacts => ({
+    mode: "on-request",
+    sandboxed: true,
+    escalate: false,
+    justification: null,
+    readOnly: false,
+    workdirObjection: null,
+    sessionApproved: false,
+    ruleApproved: false,
+    sandboxName: "read-only",
+    ...f,
+  });
+
+  it("session approvals win over every policy, except that never refuses an escalation", () => {
+    for (const mode of ["untrusted", "on-request", "on-failure", "never"] as const) {
+      expect(planCommand(facts({ mode, sessionApproved: true, workdirObjection: "no" })).gate).toEqual({ action: "run" });
+      expect(decidePatch({ policy: mode, allSessionApproved: true, sandboxObjections: ["no"] })).toEqual({ action: "run" });
     }
+    expect(planCommand(facts({ mode: "never", sessionApproved: true, escalate: true })).gate.action).toBe("refuse");
+  });
+
+  it("a rule answers questions about the command, never about the workdir", () => {
+    expect(planCommand(facts({ escalate: true, ruleApproved: true }))).toEqual({ gate: { action: "run" }, first: "unsandboxed", afterDenial: "report" });
+    expect(planCommand(facts({ ruleApproved: true, workdirObjection: "outside" })).gate).toEqual({ action: "ask", reason: "outside" });
+    expect(planCommand(facts({ mode: "untrusted", ruleApproved: true }))).toEqual({ gate: { action: "run" }, first: "sandboxed", afterDenial: "retry" });
+  });
+
+  it("one prompt per command: what was asked (or approved) retries without asking; only an unasked run asks after a denial", () => {
+    expect(planCommand(facts({ mode: "untrusted" })).afterDenial).toBe("retry");
+    expect(planCommand(facts({ mode: "untrusted", readOnly: true }))).toEqual({ gate: { action: "run" }, first: "sandboxed", afterDenial: "ask" });
+    expect(planCommand(facts({ mode: "on-failure" }))).toEqual({ gate: { action: "run" }, first: "sandboxed", afterDenial: "ask" });
+    expect(planCommand(facts({ mode: "on-failure", sessionApproved: true })).afterDenial).toBe("retry");
+    expect(planCommand(facts({ mode: "on-request" })).afterDenial).toBe("report");
+    expect(planCommand(facts({ mode: "never" })).afterDenial).toBe("report");
+  });
+
+  it("escalation: the justification is the reason; without a sandbox there is nothing to escalate", () => {
+    expect(planCommand(facts({ escalate: true, justification: "May I?" })).gate).toEqual({ action: "ask", reason: "May I?" });
+    expect(planCommand(facts({ escalate: true })).gate).toEqual({ action: "ask", reason: "the command asks to run outside the read-only sandbox" });
+    expect(planCommand(facts({ escalate: true, sandboxed: false }))).toEqual({ gate: { action: "run" }, first: "unsandboxed", afterDenial: "report" });
   });
 });

@@ -9,8 +9,8 @@ import type { AskForApproval, SandboxMode, SandboxPolicy } from "../../src/proto
 import { policyOfMode } from "../../src/sandbox/policy.js";
 import { CommandRunner } from "../../src/sandbox/runner.js";
 import type { ThreadItem } from "../../src/protocol/items.js";
-import type { ApprovalDecision } from "../../src/protocol/tools.js";
-import type { ApprovalRequest, PlanStepStatus, ToolContext } from "../../src/tools/context.js";
+import type { ApprovalAnswer, ApprovalRequest, PlanStepStatus, ToolContext } from "../../src/tools/context.js";
+import type { RulePattern } from "../../src/tools/execpolicy.js";
 
 /**
  * A sandbox of directories: `ws` is the workspace, `outside` is neither the workspace nor a temp
@@ -94,8 +94,14 @@ export class RecordingContext implements ToolContext {
   readonly sessionApprovals = new Set<string>();
   readonly events: ContextEvent[] = [];
   /** Answers for the next approval requests, in order; when empty, `defaultAnswer`. */
-  answers: ApprovalDecision[] = [];
-  defaultAnswer: ApprovalDecision = "accept";
+  answers: ApprovalAnswer[] = [];
+  defaultAnswer: ApprovalAnswer = "accept";
+  /** Saved approval rules (the server keeps them in its database: src/store/execpolicy-store.ts). */
+  readonly rules: RulePattern[] = [];
+  readonly execPolicy = {
+    patterns: async () => [...this.rules],
+    add: async (pattern: RulePattern) => void this.rules.push(pattern),
+  };
   private nextId = 1;
 
   readonly sandboxPolicy: SandboxPolicy;
@@ -128,7 +134,7 @@ export class RecordingContext implements ToolContext {
   async planUpdated(explanation: string | null, plan: Array<{ step: string; status: PlanStepStatus }>): Promise<void> {
     this.events.push({ type: "plan", explanation, plan });
   }
-  async requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalDecision> {
+  async requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> {
     this.events.push({ type: "approval", request: structuredClone(request) });
     if (signal.aborted) return "cancel";
     return this.answers.shift() ?? this.defaultAnswer;

@@ -237,7 +237,7 @@ describe("tool specs", () => {
       update_plan: false,
     });
     const props = (name: string) => Object.keys((toolNamed(list, name).spec.inputSchema as { properties: object }).properties);
-    expect(props("shell")).toEqual(["command", "workdir", "timeout_ms"]);
+    expect(props("shell")).toEqual(["command", "workdir", "timeout_ms", "sandbox_permissions", "justification", "prefix_rule"]);
     expect(props("apply_patch")).toEqual(["patch"]);
     expect(props("read_file")).toEqual(["path", "offset", "limit"]);
     expect(props("list_dir")).toEqual(["path"]);
