@@ -8,6 +8,7 @@
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import { ndJsonStream } from "@agentclientprotocol/sdk/unstable";
+import { homeToken } from "../client/home-token.js";
 import { ConfigError, loadApiKeyFiles, resolveServeConfig } from "../config.js";
 import { createLogger, routeConsoleWarnings, type Logger } from "../log.js";
 import { acpAgent } from "./agent.js";
@@ -27,6 +28,7 @@ running server, whose threads, database and model settings it uses.
 Options (environment fallback in brackets):
   --remote URL             a running server, ws://HOST:PORT or wss://…, instead of the embedded engine
   --token T                the server's token, sent as Authorization: Bearer  [APP_SERVER_AUTH_TOKEN]
+                           (default for a loopback --remote: $APP_SERVER_HOME/auth-token)
   --mode MODE              mode of new sessions: ${MODE_IDS.join(" | ")} (default ${DEFAULT_MODE})
  the embedded engine (as for serve):
   --home DIR               data directory, default ~/.agent-app-server       [APP_SERVER_HOME]
@@ -92,6 +94,10 @@ export function parseAcpArgs(args: string[], env: NodeJS.ProcessEnv): AcpCommand
   return { remote: values.remote, token: values.token ?? (env.APP_SERVER_AUTH_TOKEN || undefined), mode, engineArgs };
 }
 
+async function homeTokenUnless(cmd: AcpCommand, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  return cmd.token ?? (await homeToken(cmd.remote!, { env }));
+}
+
 /** The embedded engine's configuration: serve's, minus what only a listening server uses. */
 function embeddedConfig(engineArgs: string[], env: NodeJS.ProcessEnv) {
   const serveEnv = { ...env };
@@ -100,7 +106,8 @@ function embeddedConfig(engineArgs: string[], env: NodeJS.ProcessEnv) {
 }
 
 function startEngine(cmd: AcpCommand, env: NodeJS.ProcessEnv, log: Logger): Promise<Engine> {
-  if (cmd.remote) return connectRemoteEngine(cmd.remote, cmd.token);
+  // A loopback server's generated token (<home>/auth-token) is read as `app-server exec` reads it.
+  if (cmd.remote) return homeTokenUnless(cmd, env).then((token) => connectRemoteEngine(cmd.remote!, token));
   const config = embeddedConfig(cmd.engineArgs, env);
   // As serve does: keys from *_API_KEY_FILE, and those files hidden from sandboxed commands.
   const keyFiles = loadApiKeyFiles(env);

@@ -3,15 +3,12 @@
  * embedded server started in this process (ws://127.0.0.1:0, same home and database defaults as
  * `app-server serve`) and stopped again by close().
  */
-import { readFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
-import { ConfigError, isLoopback, missingApiKeyWarning, resolveServeConfig } from "../config.js";
-import { AUTH_TOKEN_FILE } from "../transport/auth.js";
+import { ConfigError, missingApiKeyWarning, resolveServeConfig } from "../config.js";
 import { createLogger, routeConsoleWarnings } from "../log.js";
 import { describeStartError } from "../start-error.js";
 import { startServer, type RunningServer } from "../server.js";
 import { DirectoryLockedError } from "../store/dir-lock.js";
+import { homeToken } from "./home-token.js";
 import { RpcClient } from "./rpc-client.js";
 
 export interface SessionOptions {
@@ -89,21 +86,4 @@ export async function openSession(opts: SessionOptions, clientName: string): Pro
       await server?.close();
     },
   };
-}
-
-/**
- * The token a local server generated (`<home>/auth-token`), for a loopback --url given without
- * --token. Never for another host: the token is this machine's server's, not theirs.
- */
-async function homeToken(url: string, opts: SessionOptions): Promise<string | undefined> {
-  let host: string;
-  try {
-    host = new URL(url).hostname.replace(/^\[(.*)\]$/, "$1");
-  } catch {
-    return undefined;
-  }
-  if (!isLoopback(host)) return undefined;
-  const home = path.resolve(opts.home ?? opts.env.APP_SERVER_HOME ?? path.join(os.homedir(), ".agent-app-server"));
-  const text = await readFile(path.join(home, AUTH_TOKEN_FILE), "utf8").catch(() => "");
-  return text.trim() || undefined;
 }

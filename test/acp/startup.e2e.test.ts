@@ -6,6 +6,9 @@
  * APP_SERVER_AUTH_TOKEN), usage errors (exit 2), and the harness limit on model calls as the
  * max_turn_requests stop reason.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS } from "../support/db.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
@@ -113,5 +116,23 @@ describe("app-server acp --remote to a server that wants a token", () => {
       await h.close();
     }
     for (const a of agents) expect(acpSchemaProblems(a.wire)).toEqual([]);
+  });
+
+  it("a loopback --remote without --token reads the token the server generated into its home, as exec does", async () => {
+    const h = await startTurnHarness(backend, "openai", { authToken: TOKEN });
+    const tokenHome = mkdtempSync(path.join(os.tmpdir(), "acp-token-home-"));
+    writeFileSync(path.join(tokenHome, "auth-token"), `${TOKEN}\n`, { mode: 0o600 });
+    const a = spawnAcp(["--remote", h.ts.url], { APP_SERVER_HOME: tokenHome });
+    try {
+      await a.initialize();
+      const { sessionId } = await a.agent.request("session/new", { cwd: h.ts.home, mcpServers: [] });
+      h.mock.enqueue({ text: "with the home's token" });
+      expect((await a.agent.request("session/prompt", { sessionId, prompt: [textBlock("hi")] })).stopReason).toBe("end_turn");
+    } finally {
+      await a.close();
+      await h.close();
+      rmSync(tokenHome, { recursive: true, force: true });
+    }
+    expect(acpSchemaProblems(a.wire)).toEqual([]);
   });
 });
