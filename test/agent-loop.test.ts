@@ -18,6 +18,7 @@ import {
 } from "../src/agent/loop.js";
 import { emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type ToolResultMessage, type UserMessage } from "../src/agent/messages.js";
 import { NOT_EXECUTED } from "../src/agent/repair.js";
+import { SteeringQueue } from "../src/agent/steering.js";
 import type { RetryPolicy } from "../src/agent/retry.js";
 import { textOutcome, type LoopTool, type ToolOutcome } from "../src/agent/tools.js";
 import { createProvider, PROVIDER_IDS, type ProviderId } from "../src/providers/index.js";
@@ -85,7 +86,8 @@ const tick = () => new Promise<void>((r) => setTimeout(r, 1));
 
 interface Harness {
   events: LoopEvent[];
-  steerQueue: UserMessage[];
+  /** The production queue (the runtime's turn/steer input goes through the same class). */
+  steerQueue: SteeringQueue;
   hooks: LoopHooks;
   compactCalls: Array<readonly Message[]>;
 }
@@ -98,14 +100,14 @@ function makeHooks(
 ): Harness {
   const h: Harness = {
     events: [],
-    steerQueue: [],
+    steerQueue: new SteeringQueue(),
     compactCalls: [],
     hooks: {
       emit: async (e) => {
         h.events.push(e);
         await opts.onEvent?.(e);
       },
-      takeSteering: () => h.steerQueue.splice(0),
+      takeSteering: () => h.steerQueue.take(),
       hasSteering: () => h.steerQueue.length > 0,
     },
   };
@@ -743,7 +745,7 @@ describe("§3.8 steering", () => {
       onEvent: (e) => {
         if (e.type === "modelCallStart" && !queued) {
           queued = true;
-          h.steerQueue.push(user("also check the tests"));
+          h.steerQueue.push({ message: user("also check the tests") });
         }
       },
     });
@@ -764,7 +766,7 @@ describe("§3.8 steering", () => {
     let h!: Harness;
     const first = lab.tool("first", {
       run: async () => {
-        h.steerQueue.push(user("stop, do X instead"));
+        h.steerQueue.push({ message: user("stop, do X instead") });
         await tick();
         return textOutcome("first finished");
       },
@@ -808,7 +810,7 @@ describe("§3.8 steering", () => {
       onEvent: (e) => {
         if (e.type === "stream" && !queued) {
           queued = true;
-          h.steerQueue.push(user("one more thing"));
+          h.steerQueue.push({ message: user("one more thing") });
         }
       },
     });

@@ -13,10 +13,19 @@ export interface LoopTool {
   readonly spec: ToolSpec;
   /** Read-only tools may run concurrently with their read-only neighbours (DESIGN.md §3.7). */
   readonly readOnly: boolean;
+  /**
+   * The tool host runs the call's preToolUse gate itself (ToolContext.preToolUse), once it has the
+   * call's item, so a vetoed call is that item closed with the veto's reason. Others are gated by
+   * the runtime before `execute`.
+   */
+  readonly gatesPreToolUse?: boolean;
   execute(call: ToolCallBlock, signal: AbortSignal): Promise<ToolOutcome>;
 }
 
 export const textOutcome = (text: string, isError = false): ToolOutcome => ({ content: [{ type: "text", text }], isError });
+
+/** What the model is told of a call a preToolUse hook blocked. */
+export const hookBlockedText = (reason: string) => `A hook blocked this call: ${reason}. It was not run.`;
 
 /**
  * A failure of the host around a tool (recording its item, publishing, the approval bookkeeping),

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import * as C from "./client-setup.js";
 import * as FS from "./file-search.js";
+import * as H from "./hooks.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
@@ -86,6 +87,8 @@ export const serverNotifications = {
   "item/commandExecution/outputDelta": X.CommandExecutionOutputDeltaNotification,
   "turn/diff/updated": X.TurnDiffUpdatedNotification,
   "turn/plan/updated": X.TurnPlanUpdatedNotification,
+  "hook/started": H.HookStartedNotification,
+  "hook/completed": H.HookCompletedNotification,
   "serverRequest/resolved": X.ServerRequestResolvedNotification,
   error: N.ErrorNotification,
   "fuzzyFileSearch/sessionUpdated": FS.FuzzyFileSearchSessionUpdatedNotification,

@@ -27,14 +27,16 @@ import type { Turn } from "../protocol/thread.js";
 import type { TurnStartParams } from "../protocol/turn.js";
 import type { ReviewTarget } from "../protocol/review.js";
 import { withIdleTimeout } from "../providers/idle-timeout.js";
-import type { ModelRequest } from "../providers/types.js";
+import type { ModelProvider, ModelRequest } from "../providers/types.js";
 import { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
 import type { HookRunner } from "../hooks/runner.js";
 import { ActiveTurn } from "./active-turn.js";
-import { Compactor } from "./compaction.js";
-import type { HistoryEntry } from "./history.js";
+import { CompactionError, Compactor } from "./compaction.js";
+import { latestPlan } from "../agent/plan-guard.js";
+import { stopHooks } from "./turn-hooks.js";
+import { threadMessages, type HistoryEntry } from "./history.js";
 import { startedCallsOf, type HistoryLog } from "./history-log.js";
 import { completedEvent, ItemRecorder } from "./item-recorder.js";
 import { itemRef } from "../store/event-refs.js";
@@ -285,17 +287,12 @@ export class TurnRunner {
         await this.recorder.completed(thread, turn, [{ ...item, completedAtMs: Date.now() }]);
         result = { stopReason: "finalAnswer", error: null, note: null, modelCalls: 0, usage: emptyUsage() };
       } else if (mode === "compact") {
+        // A compaction that cannot produce a summary throws why (the turn fails with it); null: interrupted.
         const compacted = await this.compactor.compact(thread, turn, provider, request, historyLog.context(thread), signal, true);
-        result = {
-          stopReason: compacted ? "finalAnswer" : signal.aborted ? "interrupted" : "error",
-          error: compacted || signal.aborted ? null : new Error("compaction failed: the model returned no summary"),
-          note: null,
-          modelCalls: 1,
-          usage: emptyUsage(),
-        };
+        result = { stopReason: compacted ? "finalAnswer" : "interrupted", error: null, note: null, modelCalls: 1, usage: emptyUsage() };
       } else {
         let history = historyLog.context(thread);
-        if (!resumeToolCalls && this.compactor.needsAuto(thread)) history = (await this.compactor.compact(thread, turn, provider, request, history, signal)) ?? history;
+        if (!resumeToolCalls && this.compactor.needsAuto(thread)) history = (await this.autoCompact(thread, turn, provider, request, history, signal)) ?? history;
         result = await runAgentLoop(
           {
             provider,
@@ -308,13 +305,19 @@ export class TurnRunner {
             signal,
             startedCalls: startedCallsOf(thread),
             planStopGuard: settings.planStopGuard !== false,
+            plan: latestPlan(threadMessages(thread.entries!)),
             ...(resumeToolCalls ? { resumeToolCalls } : {}),
           },
           {
             emit: (e) => this.stream.onLoopEvent(thread, turn, e),
-            takeSteering: () => this.takeSteering(turn),
+            takeSteering: () => turn.steering.take(),
             hasSteering: () => turn.steering.length > 0,
             compact: (h, s) => this.compactor.compact(thread, turn, provider, request, h, s),
+            beforeStop: async (answer, mayContinue, s) => {
+              if (!this.deps.hooks?.has("stop")) return null;
+              await this.stream.flushDeferred(thread, turn); // the answer's record before the hooks'
+              return stopHooks(this.deps, this.recorder, thread, turn, { status: "completed", stopReason: "finalAnswer", error: null, answer }, mayContinue, s);
+            },
           },
         );
       }
@@ -331,8 +334,18 @@ export class TurnRunner {
     await this.endTurn(thread, turn, result);
   }
 
-  private takeSteering(turn: ActiveTurn): UserMessage[] {
-    return turn.steering.map((s) => s.message);
+  /**
+   * Compaction before a turn near the window: when it fails, the turn still tries with the history
+   * as it is (the request may fit; if not, the overflow compacts inside the loop and fails there).
+   */
+  private async autoCompact(thread: LoadedThread, turn: ActiveTurn, provider: ModelProvider, request: Omit<ModelRequest, "messages">, history: Message[], signal: AbortSignal): Promise<Message[] | null> {
+    try {
+      return await this.compactor.compact(thread, turn, provider, request, history, signal);
+    } catch (err) {
+      if (!(err instanceof CompactionError)) throw err;
+      this.deps.log.warn({ err, threadId: thread.id, turnId: turn.id }, "compaction before the turn failed; going on without it");
+      return null;
+    }
   }
 
   /**

@@ -109,7 +109,8 @@ describe("openai chat stream assembly", () => {
     ].flatMap((c) => a.handle(c));
     const done = a.finish();
     expect(done.message.content).toEqual([
-      { type: "reasoning", text: "hmm ok", summary: [] },
+      // The field it came in is kept: it goes back there on a message with tool calls.
+      { type: "reasoning", text: "hmm ok", summary: [], chatField: "reasoning" },
       { type: "text", text: "Calling." },
       { type: "toolCall", id: "c0", name: "read_file", arguments: '{"path":"a"}' },
       { type: "toolCall", id: "c1", name: "shell", arguments: '{"cmd":"ls"}' },
