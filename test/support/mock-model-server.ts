@@ -45,6 +45,8 @@ export interface MockReply {
   /** Assistant text; an array gives the delta chunks in order (a string is one delta). */
   text?: string | string[];
   reasoning?: { summary?: string[]; text?: string | string[]; signature?: string; encryptedContent?: string };
+  /** Reasoning after the text instead of before it (Anthropic interleaved thinking; a Responses reasoning item after the message). */
+  reasoningAfterText?: boolean;
   /** Emitted after reasoning and text; arguments are streamed in 2+ delta chunks. */
   toolCalls?: MockToolCall[];
   /**
@@ -304,18 +306,21 @@ function renderAnthropic(ctx: RenderCtx, reply: MockReply): Frame[] {
   const delta = (d: object, textDelta?: string) => frames.push(ev("content_block_delta", { index, delta: d }, textDelta));
   const stopBlock = () => frames.push(ev("content_block_stop", { index: index++ }));
 
-  if (reply.reasoning) {
+  const thinking = () => {
+    if (!reply.reasoning) return;
     startBlock({ type: "thinking", thinking: "", signature: "" });
     for (const t of thinkingChunks(reply)) delta({ type: "thinking_delta", thinking: t });
     delta({ type: "signature_delta", signature: reply.reasoning.signature ?? `sig_mock_${ctx.seq}` });
     stopBlock();
-  }
+  };
+  if (!reply.reasoningAfterText) thinking();
   for (const text of [chunksOf(reply.commentary), chunksOf(reply.text)]) {
     if (!text.length) continue;
     startBlock({ type: "text", text: "" });
     for (const t of text) delta({ type: "text_delta", text: t }, t);
     stopBlock();
   }
+  if (reply.reasoningAfterText) thinking();
   const messageDelta = ev("message_delta", {
     delta: { stop_reason: reply.stopReasonBeforeToolCall ? "end_turn" : anthropicStopReason(reply), stop_sequence: null },
     usage: { output_tokens: usageOf(reply).output },
@@ -433,7 +438,8 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
   ev("response.in_progress", { response: responseObject(ctx, reply, {}) });
 
   const r = reply.reasoning;
-  if (r) {
+  const reasoningItem = () => {
+    if (!r) return;
     const output_index = output.length;
     const item_id = `rs_mock_${ctx.seq}_${output_index}`;
     ev("response.output_item.added", { output_index, item: { id: item_id, type: "reasoning", summary: [] } });
@@ -457,7 +463,8 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
     if (r.encryptedContent !== undefined) item.encrypted_content = r.encryptedContent;
     ev("response.output_item.done", { output_index, item });
     output.push(item);
-  }
+  };
+  if (!reply.reasoningAfterText) reasoningItem();
 
   const toolCalls = planToolCalls(reply, "call", ctx.seq);
   const message = (text: string[], phase: string | null, last: boolean) => {
@@ -482,6 +489,7 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
   const text = chunksOf(reply.text);
   if (reply.commentary) message(chunksOf(reply.commentary), "commentary", false);
   if (text.length || (reply.stopReasonBeforeToolCall && toolCalls.length)) message(text, reply.commentary ? "final_answer" : null, toolCalls.length === 0);
+  if (reply.reasoningAfterText) reasoningItem();
 
   toolCalls.forEach((tc, i) => {
     const output_index = output.length;
@@ -543,11 +551,15 @@ function renderChat(ctx: RenderCtx, reply: MockReply): Frame[] {
 
   chunk({ role: "assistant", content: "", refusal: null });
   const parts = reply.chatContentParts === true;
-  for (const t of thinkingChunks(reply)) {
-    if (parts) chunk({ content: [{ type: "thinking", thinking: [{ type: "text", text: t }] }] });
-    else chunk({ [reply.chatReasoningField ?? "reasoning_content"]: t });
-  }
+  const thinking = () => {
+    for (const t of thinkingChunks(reply)) {
+      if (parts) chunk({ content: [{ type: "thinking", thinking: [{ type: "text", text: t }] }] });
+      else chunk({ [reply.chatReasoningField ?? "reasoning_content"]: t });
+    }
+  };
+  if (!reply.reasoningAfterText) thinking();
   for (const t of [...chunksOf(reply.commentary), ...chunksOf(reply.text)]) chunk({ content: parts ? [{ type: "text", text: t }] : t }, null, t);
+  if (reply.reasoningAfterText) thinking();
   if (reply.stopReasonBeforeToolCall) chunk({}, "stop");
   planToolCalls(reply, "call", ctx.seq).forEach((tc, index) => {
     chunk({ tool_calls: [{ index, id: tc.id, type: "function", function: { name: tc.name, arguments: "" } }] });
