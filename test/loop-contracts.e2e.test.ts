@@ -113,15 +113,15 @@ describe.each(PROVIDERS)("loop contracts, round two, with %s", (provider) => {
       const turn = await run(request);
       expect(turn).toMatchObject({ status: "completed", stopReason: "finalAnswer" });
       expect(mock.overflowed.map((r) => r.seq)).toEqual([2]);
-      const summary = mock.requests.find((r) => r.seq === 3)!;
-      expect(summary.body.tools ?? []).toEqual([]);
-      expect(summary.rawBody).not.toMatch(/"tool_use"|"function_call"|"tool_calls"/);
       const retried = mock.requests.find((r) => r.seq === 4)!;
       const users = userTextsIn(provider, retried.body).join("\n");
       expect(users).toContain("BEGIN-OF-MY-REQUEST");
       expect(users).toContain("END-OF-MY-REQUEST");
       expect(users).toMatch(/characters omitted to fit the context window/);
       expect(retried.rawBody).toContain("the user wants the logs explained");
+      const summary = mock.requests.find((r) => r.seq === 3)!;
+      expect(summary.body.tools ?? []).toEqual([]);
+      expect(summary.rawBody).not.toMatch(/"tool_use"|"function_call"|"tool_calls"/);
     });
 
     it("a summary request that fails with a 500 is retried with backoff (announced), and the turn completes", async () => {
