@@ -7,6 +7,8 @@ export interface ToolOutcome {
   isError: boolean;
   /** The user cancelled at an approval prompt: the turn ends `interrupted` after this result. */
   endTurn?: boolean;
+  /** A preToolUse hook blocked the call: it did not run (so no postToolUse hook runs for it). */
+  blockedByHook?: boolean;
 }
 
 export interface LoopTool {
@@ -26,6 +28,9 @@ export const textOutcome = (text: string, isError = false): ToolOutcome => ({ co
 
 /** What the model is told of a call a preToolUse hook blocked. */
 export const hookBlockedText = (reason: string) => `A hook blocked this call: ${reason}. It was not run.`;
+
+/** The outcome of a call a preToolUse hook blocked. */
+export const hookBlockedOutcome = (reason: string): ToolOutcome => ({ ...textOutcome(hookBlockedText(reason), true), blockedByHook: true });
 
 /**
  * A failure of the host around a tool (recording its item, publishing, the approval bookkeeping),

@@ -63,7 +63,7 @@ export function toolsFor(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedT
             if (vetoed) return vetoed;
           }
           const outcome = await tool.execute(call, signal);
-          if (hooks) await postToolUse(deps, hooks, thread, turn, name, call, outcome, signal);
+          if (hooks && !outcome.blockedByHook) await postToolUse(deps, hooks, thread, turn, name, call, outcome, signal);
           return outcome;
         }),
     });

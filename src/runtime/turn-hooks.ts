@@ -7,7 +7,7 @@
  * the tool ran. Recording failures are store failures (ToolHostError on a tool's path).
  */
 import type { AssistantMessage, DeveloperMessage, ToolCallBlock } from "../agent/messages.js";
-import { hookBlockedText, textOutcome, ToolHostError, type ToolOutcome } from "../agent/tools.js";
+import { hookBlockedOutcome, ToolHostError, type ToolOutcome } from "../agent/tools.js";
 import type { HookReporter, HookRunner, ToolCallFacts } from "../hooks/runner.js";
 import { uuidv7 } from "../ids.js";
 import type { HookRunSummary } from "../protocol/hooks.js";
@@ -52,7 +52,7 @@ export function preToolUse(deps: TurnDeps, hooks: HookRunner, thread: LoadedThre
 /** Runs the preToolUse hooks for a tool that records no item; the outcome to answer with when they block. */
 export async function vetoOutcome(deps: TurnDeps, hooks: HookRunner, thread: LoadedThread, turn: ActiveTurn, tool: string, call: ToolCallBlock, signal: AbortSignal): Promise<ToolOutcome | null> {
   const veto = await preToolUse(deps, hooks, thread, turn, tool, call, signal);
-  return veto === null ? null : textOutcome(hookBlockedText(veto), true);
+  return veto === null ? null : hookBlockedOutcome(veto);
 }
 
 /** Runs the postToolUse hooks; a hook that fails is reported as its own failure, never the tool's. */

@@ -17,7 +17,7 @@
  */
 import type { z } from "zod";
 import type { ToolCallBlock } from "../agent/messages.js";
-import { hookBlockedText, textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
+import { hookBlockedOutcome, hookBlockedText, textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ApprovalDecision } from "../protocol/tools.js";
 import type { Decision } from "./approval.js";
@@ -138,7 +138,7 @@ async function runAction(name: string, call: ToolCallBlock, action: ToolAction, 
     const r = action.notRun("refuse", `a preToolUse hook blocked it: ${veto}`, Date.now() - startedAtMs);
     // A command item shows the reason as its output; other items carry it in their own fields.
     const patch = item && "aggregatedOutput" in item ? { ...r.patch, aggregatedOutput: text } : r.patch;
-    return finish({ patch, outcome: textOutcome(text, true) });
+    return finish({ patch, outcome: hookBlockedOutcome(veto) });
   }
 
   let gate = action.gate;
