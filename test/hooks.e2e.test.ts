@@ -13,7 +13,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { CommandRunner } from "../src/sandbox/runner.js";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
@@ -53,6 +54,7 @@ describe("hooks inside the record", () => {
     threadId = (await client.request("thread/start", { cwd: dir, approvalPolicy: "never", dynamicTools: [LOOKUP_TOOL] })).thread.id;
   });
   afterEach(async () => {
+    vi.restoreAllMocks();
     if (saved === undefined) delete process.env.APP_SERVER_HOOKS_CONFIG;
     else process.env.APP_SERVER_HOOKS_CONFIG = saved;
     await client?.close();
@@ -130,6 +132,21 @@ describe("hooks inside the record", () => {
     const post = hookRuns("hook/completed").find((r) => r.eventName === "postToolUse");
     expect(post).toMatchObject({ status: "failed" });
     expect(post.entries[0].text).toMatch(/exit code 3: post hook broke/);
+  });
+
+  it("a postToolUse hook that cannot even be started (the runner throws) is still only the hook's failure, after the command ran", async () => {
+    const real = CommandRunner.prototype.run;
+    vi.spyOn(CommandRunner.prototype, "run").mockImplementation(async function (this: CommandRunner, req) {
+      if (req.env?.APP_SERVER_HOOK_EVENT === "postToolUse") throw new Error("injected: the sandbox could not be set up");
+      return real.call(this, req);
+    });
+    h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo side-effect >> ran.txt; echo done" } }] }, { text: "Done." });
+    expect(await run("run it")).toMatchObject({ status: "completed" });
+    expect(readFileSync(path.join(dir, "ran.txt"), "utf8")).toBe("side-effect\n");
+    const [result] = toolResultsIn(provider, h.mock.requests[1]!.body);
+    expect(result!.text).toContain("done");
+    expect(result!.text).not.toMatch(/shell failed|injected/);
+    expect(hookRuns("hook/completed").find((r) => r.eventName === "postToolUse")).toMatchObject({ status: "failed" });
   });
 
   it("a stop hook may send the model back to work once it asks: a hookPrompt item, another request with its message", async () => {
