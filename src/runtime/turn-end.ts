@@ -24,7 +24,6 @@ import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
-import { stopHooks } from "./turn-hooks.js";
 import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
 import type { ThreadItem } from "../protocol/items.js";
 import { capText, itemRef } from "../store/event-refs.js";
@@ -66,18 +65,6 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       await recorder.completed(thread, turn, [...turn.unrecorded.values()]);
     } catch (err) {
       log.error({ err, threadId: thread.id, items: [...turn.unrecorded.keys()] }, "could not record completed items at the end of the turn");
-    }
-  }
-  // Stop hooks, when the loop did not run them (a turn that ended other than with a final answer):
-  // before the end is recorded, observing only. Not for an interrupt: the user stopped the turn, and
-  // a shutdown must not wait for them.
-  if (deps.hooks?.has("stop") && !turn.stopHooksRan && !turn.abort.signal.aborted && result.stopReason !== "interrupted") {
-    try {
-      await stream.flushDeferred(thread, turn);
-      const end = { status: statusFor[result.stopReason], stopReason: result.stopReason, error: result.error?.message ?? result.note, answer: null };
-      await stopHooks(deps, recorder, thread, turn, end, false, turn.abort.signal);
-    } catch (err) {
-      log.error({ err, threadId: thread.id }, "could not run or record the stop hooks");
     }
   }
   // Steering the loop never took (the turn stopped on truncation, an error or an interrupt

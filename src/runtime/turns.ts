@@ -49,7 +49,7 @@ import { NO_OBSERVER, type TurnDeps, type TurnSettings } from "./turn-deps.js";
 import { finishTurn } from "./turn-end.js";
 import { OverloadedError, TurnRequestError } from "./turn-errors.js";
 import { TurnStream } from "./turn-stream.js";
-import { turnView } from "./turn-view.js";
+import { statusFor, turnView } from "./turn-view.js";
 import { previewOf, toUserMessage } from "./user-input.js";
 import { SeqCounter } from "./seq.js";
 import { UnrecordedEnds } from "./unrecorded.js";
@@ -541,7 +541,24 @@ export class TurnRunner {
         if (result.stopReason !== "error") result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
       }
     }
+    await this.observeStop(thread, turn, result);
     await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
+  }
+
+  /**
+   * Stop hooks for a turn the loop did not end with a final answer (truncated, refused, failed; a
+   * compaction or shell turn): observing only, before the end is recorded. Not for an interrupt: the
+   * user stopped the turn, and a shutdown must not wait for them.
+   */
+  private async observeStop(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+    if (!this.deps.hooks?.has("stop") || turn.stopHooksRan || turn.abort.signal.aborted || result.stopReason === "interrupted") return;
+    try {
+      await this.stream.flushDeferred(thread, turn);
+      const end = { status: statusFor[result.stopReason], stopReason: result.stopReason, error: result.error?.message ?? result.note, answer: null };
+      await stopHooks(this.deps, this.recorder, thread, turn, end, false, turn.abort.signal);
+    } catch (err) {
+      this.deps.log.error({ err, threadId: thread.id }, "could not run or record the stop hooks");
+    }
   }
 
   /**
