@@ -164,6 +164,17 @@ describe("hooks inside the record", () => {
     expect(methods.lastIndexOf("hook/completed")).toBeLessThan(methods.indexOf("turn/completed"));
   });
 
+  it("a turn that ends other than with an answer (refused) runs the stop hooks once, observing, before its end is recorded", async () => {
+    h.mock.enqueue({ text: "KEEP-GOING half", stop: "refusal" }, { text: "not reached" });
+    const turn = await run("go");
+    expect(turn).toMatchObject({ status: "failed", stopReason: "refused" });
+    expect(h.mock.requests).toHaveLength(1);
+    const stops = hookRuns("hook/completed").filter((r) => r.eventName === "stop");
+    expect(stops.map((r) => r.status)).toEqual(["completed"]);
+    const methods = client.notifications().map((f) => f.method);
+    expect(methods.lastIndexOf("hook/completed")).toBeLessThan(methods.indexOf("turn/completed"));
+  });
+
   it("a turn interrupted while its stop hook runs ends at once (the hook is killed, not waited for)", async () => {
     h.mock.enqueue({ text: "SLOW-STOP answer" });
     const turn = await start("go");
