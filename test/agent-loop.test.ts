@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   INTERRUPTED_RESULT,
+  MAX_STOP_CONTINUATIONS,
   runAgentLoop,
   STEERED_RESULT,
   TRUNCATED_RESULT,
@@ -16,10 +17,11 @@ import {
   type LoopHooks,
   type LoopResult,
 } from "../src/agent/loop.js";
-import { emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type ToolResultMessage, type UserMessage } from "../src/agent/messages.js";
+import { emptyUsage, type AssistantMessage, type DeveloperMessage, type Message, type ToolCallBlock, type ToolResultMessage, type UserMessage } from "../src/agent/messages.js";
 import { NOT_EXECUTED } from "../src/agent/repair.js";
+import { SteeringQueue } from "../src/agent/steering.js";
 import type { RetryPolicy } from "../src/agent/retry.js";
-import { textOutcome, type LoopTool, type ToolOutcome } from "../src/agent/tools.js";
+import { textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../src/agent/tools.js";
 import { createProvider, PROVIDER_IDS, type ProviderId } from "../src/providers/index.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "../src/providers/types.js";
 import { startMockModelServer, type MockModelServer, type MockStep, type RecordedRequest } from "./support/mock-model-server.js";
@@ -85,7 +87,8 @@ const tick = () => new Promise<void>((r) => setTimeout(r, 1));
 
 interface Harness {
   events: LoopEvent[];
-  steerQueue: UserMessage[];
+  /** The production queue (the runtime's turn/steer input goes through the same class). */
+  steerQueue: SteeringQueue;
   hooks: LoopHooks;
   compactCalls: Array<readonly Message[]>;
 }
@@ -98,14 +101,14 @@ function makeHooks(
 ): Harness {
   const h: Harness = {
     events: [],
-    steerQueue: [],
+    steerQueue: new SteeringQueue(),
     compactCalls: [],
     hooks: {
       emit: async (e) => {
         h.events.push(e);
         await opts.onEvent?.(e);
       },
-      takeSteering: () => h.steerQueue.splice(0),
+      takeSteering: () => h.steerQueue.take(),
       hasSteering: () => h.steerQueue.length > 0,
     },
   };
@@ -743,7 +746,7 @@ describe("§3.8 steering", () => {
       onEvent: (e) => {
         if (e.type === "modelCallStart" && !queued) {
           queued = true;
-          h.steerQueue.push(user("also check the tests"));
+          h.steerQueue.push({ message: user("also check the tests") });
         }
       },
     });
@@ -764,7 +767,7 @@ describe("§3.8 steering", () => {
     let h!: Harness;
     const first = lab.tool("first", {
       run: async () => {
-        h.steerQueue.push(user("stop, do X instead"));
+        h.steerQueue.push({ message: user("stop, do X instead") });
         await tick();
         return textOutcome("first finished");
       },
@@ -808,7 +811,7 @@ describe("§3.8 steering", () => {
       onEvent: (e) => {
         if (e.type === "stream" && !queued) {
           queued = true;
-          h.steerQueue.push(user("one more thing"));
+          h.steerQueue.push({ message: user("one more thing") });
         }
       },
     });
@@ -836,7 +839,7 @@ describe("§3.9 exactly one result on every path", () => {
     await tick();
     await tick();
     expect(h.events.length).toBe(n);
-    expect(["finalAnswer", "maxTokens", "maxTurns", "interrupted", "error"]).toContain(outcome.res.stopReason);
+    expect(["finalAnswer", "maxTokens", "maxTurns", "refused", "interrupted", "error"]).toContain(outcome.res.stopReason);
     return outcome.res;
   }
 
@@ -930,5 +933,229 @@ describe("§3.9 exactly one result on every path", () => {
     const r2 = await settle(config(providerFor("anthropic")), h2);
     expect(r2.stopReason).toBe("error");
     expect(r2.error?.message).toBe("compactor broken");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Round two (issue 32): refusals, quota, plans across compaction, stop hooks, parallel groups
+
+describe.each(PROVIDER_IDS)("§3.4 a refused or filtered answer is not an answer [%s]", (id) => {
+  const reasonOf: Record<ProviderId, RegExp> = {
+    anthropic: /anthropic: .*\(stop_reason "refusal"\)/,
+    "openai-chat": /openai-chat: .*\(finish_reason "content_filter"\)/,
+    openai: /openai: .*\(incomplete \(reason "content_filter"\)\)/,
+  };
+
+  it("ends the turn refused, names the provider and its reason, never runs the message's tool calls", async () => {
+    const lab = new ToolLab();
+    mock.enqueue({ text: "Sure, here is how to", toolCalls: [{ id: "call_refused", name: "shell", arguments: { cmd: "rm -rf /" } }], stop: "refusal" }, { text: "not reached" });
+    const h = makeHooks();
+    const res = await runAgentLoop(config(providerFor(id), [lab.tool("shell")]), h.hooks);
+    expect(res.stopReason).toBe("refused");
+    expect(res.error).toBeInstanceOf(ProviderError);
+    expect((res.error as ProviderError).kind).toBe("refused");
+    expect((res.error as ProviderError).retryable).toBe(false);
+    expect(res.error!.message).toMatch(reasonOf[id]);
+    expect(res.error!.message).toMatch(/tool call was not run/);
+    expect(lab.executed).toHaveLength(0);
+    expect(mock.requests).toHaveLength(1);
+    // Reported (its text is shown as incomplete), never appended as an answer, no result invented.
+    const [refused] = ofType(h.events, "refused");
+    expect(refused!.message.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("")).toBe("Sure, here is how to");
+    expect(ofType(h.events, "assistantMessage")).toHaveLength(0);
+    expect(ofType(h.events, "toolResult")).toHaveLength(0);
+  });
+
+  it("a refusal after tools ran ends the turn without running the new calls", async () => {
+    const lab = new ToolLab();
+    mock.enqueue({ toolCalls: [{ id: "c1", name: "shell", arguments: {} }] }, { text: "half", toolCalls: [{ id: "c2", name: "shell", arguments: {} }], stop: "refusal" });
+    const res = await runAgentLoop(config(providerFor(id), [lab.tool("shell")]), makeHooks().hooks);
+    expect(res.stopReason).toBe("refused");
+    expect(lab.executed.map((c) => c.id)).toEqual(["c1"]);
+    expect(res.modelCalls).toBe(2);
+  });
+});
+
+describe("§3.4 refusals: the other wire shapes", () => {
+  it("Responses: incomplete for a reason other than max_output_tokens is a refusal, not an answer", async () => {
+    mock.enqueue({ text: "partial", stop: "refusal", incompleteReason: "max_tool_calls" });
+    const res = await runAgentLoop(config(providerFor("openai")), makeHooks().hooks);
+    expect(res.stopReason).toBe("refused");
+    expect(res.error!.message).toMatch(/incomplete \(reason "max_tool_calls"\)/);
+  });
+});
+
+describe.each(PROVIDER_IDS)("§3.5 quota and billing errors are not retried [%s]", (id) => {
+  const exhausted: Record<ProviderId, MockStep> = {
+    anthropic: { kind: "error", status: 402, message: "Your credit balance is too low to access the Anthropic API." },
+    openai: { kind: "error", status: 429, type: "insufficient_quota", code: "insufficient_quota", message: "You exceeded your current quota, please check your plan and billing details." },
+    "openai-chat": { kind: "error", status: 429, type: "insufficient_quota", code: "insufficient_quota", message: "You exceeded your current quota, please check your plan and billing details." },
+  };
+
+  it("an exhausted quota (HTTP) fails at once with a quota error that says what to do", async () => {
+    mock.enqueue(exhausted[id], { text: "not reached" });
+    const h = makeHooks();
+    const res = await runAgentLoop(config(providerFor(id)), h.hooks);
+    expect(res.stopReason).toBe("error");
+    expect((res.error as ProviderError).kind).toBe("quota");
+    expect(res.error!.message).toMatch(/quota or billing limit is reached; not retried/);
+    expect(mock.requests).toHaveLength(1);
+    expect(ofType(h.events, "modelCallFailed")).toEqual([expect.objectContaining({ willRetry: false })]);
+  });
+
+  it("an exhausted quota reported mid-stream is not retried either", async () => {
+    mock.enqueue({ text: ["Hel", "lo"], midStreamError: { afterEvents: 2, type: id === "anthropic" ? "billing_error" : "insufficient_quota", message: "You exceeded your current quota." } }, { text: "not reached" });
+    const res = await runAgentLoop(config(providerFor(id)), makeHooks().hooks);
+    expect(res.stopReason).toBe("error");
+    expect((res.error as ProviderError).kind).toBe("quota");
+    expect(mock.requests).toHaveLength(1);
+  });
+});
+
+describe("§3.6 the stop-guard reads the thread's newest plan", () => {
+  const planCall = (id: string, statuses: string[]): ToolCallBlock => ({
+    type: "toolCall",
+    id,
+    name: "update_plan",
+    arguments: JSON.stringify({ plan: statuses.map((status, i) => ({ step: `step ${i + 1}`, status })) }),
+  });
+  const answer = (text: string): AssistantMessage => ({ role: "assistant", content: [{ type: "text", text }] });
+
+  it("a plan left open by an earlier turn (in the history) gets the reminder", async () => {
+    const earlier: Message[] = [user("plan it"), { role: "assistant", content: [planCall("p1", ["completed", "pending"])] }, { role: "toolResult", toolCallId: "p1", toolName: "update_plan", content: [{ type: "text", text: "Plan updated" }], isError: false }, answer("planned"), user("anything else?")];
+    const provider = scriptedProvider([reply(answer("nothing"), "endTurn"), reply(answer("step 2 is done too"), "endTurn")]);
+    const h = makeHooks();
+    const res = await runAgentLoop(config(provider, [], { history: earlier }), h.hooks);
+    expect(res.stopReason).toBe("finalAnswer");
+    expect(provider.requests).toHaveLength(2);
+    expect(ofType(h.events, "reminded")).toHaveLength(1);
+  });
+
+  it("a plan the runtime read from before a compaction (config.plan) still gets the reminder after the history is replaced", async () => {
+    const lab = new ToolLab();
+    const provider = scriptedProvider([
+      async function* () {
+        throw new ProviderError("contextOverflow", "prompt is too long");
+      },
+      reply(answer("done"), "endTurn"),
+      reply(answer("really done"), "endTurn"),
+    ]);
+    const h = makeHooks({ compact: async () => [user("<conversation_summary>\nwork\n</conversation_summary>")] });
+    const res = await runAgentLoop(config(provider, [lab.tool("shell")], { plan: [{ step: "write tests", status: "in_progress" }] }), h.hooks);
+    expect(res.stopReason).toBe("finalAnswer");
+    expect(provider.requests).toHaveLength(3);
+    expect(JSON.stringify(provider.requests[2]!.messages)).toContain("write tests");
+  });
+
+  it("a plan completed in this turn clears an earlier open one", async () => {
+    const provider = scriptedProvider([reply({ role: "assistant", content: [planCall("p2", ["completed", "completed"])] }, "toolUse"), reply(answer("all done"), "endTurn")]);
+    const updatePlan: LoopTool = { spec: { name: "update_plan", description: "plan", inputSchema: { type: "object" } }, readOnly: false, execute: async () => textOutcome("Plan updated") };
+    const h = makeHooks();
+    const res = await runAgentLoop(config(provider, [updatePlan], { plan: [{ step: "old", status: "pending" }] }), h.hooks);
+    expect(res.stopReason).toBe("finalAnswer");
+    expect(provider.requests).toHaveLength(2);
+    expect(ofType(h.events, "reminded")).toHaveLength(0);
+  });
+});
+
+describe("§3.6 stop hooks may send the model back to work, a bounded number of times", () => {
+  const answer = (text: string): AssistantMessage => ({ role: "assistant", content: [{ type: "text", text }] });
+  const goOn = (text: string): DeveloperMessage => ({ role: "developer", content: [{ type: "text", text }] });
+
+  it("a 'continue' appends the hook's message and starts another model request", async () => {
+    const provider = scriptedProvider([reply(answer("first"), "endTurn"), reply(answer("second"), "endTurn")]);
+    const h = makeHooks();
+    const seen: string[] = [];
+    h.hooks.beforeStop = async (a) => {
+      seen.push(a.content.map((b) => (b.type === "text" ? b.text : "")).join(""));
+      return seen.length === 1 ? goOn("run the tests first") : null;
+    };
+    const res = await runAgentLoop(config(provider), h.hooks);
+    expect(res).toMatchObject({ stopReason: "finalAnswer", modelCalls: 2 });
+    expect(seen).toEqual(["first", "second"]);
+    expect(JSON.stringify(provider.requests[1]!.messages)).toContain("run the tests first");
+    expect(ofType(h.events, "reminded").map((e) => e.message.content[0]!.text)).toEqual(["run the tests first"]);
+  });
+
+  it(`a hook that always says 'continue' is followed ${MAX_STOP_CONTINUATIONS} times, then the turn ends (the hook still runs, told it may not)`, async () => {
+    const steps = Array.from({ length: MAX_STOP_CONTINUATIONS + 2 }, (_, i) => reply(answer(`answer ${i}`), "endTurn"));
+    const provider = scriptedProvider(steps);
+    const h = makeHooks();
+    const mays: boolean[] = [];
+    h.hooks.beforeStop = async (_a, mayContinue) => {
+      mays.push(mayContinue);
+      return goOn("again");
+    };
+    const res = await runAgentLoop(config(provider), h.hooks);
+    expect(res.stopReason).toBe("finalAnswer");
+    expect(provider.requests).toHaveLength(MAX_STOP_CONTINUATIONS + 1);
+    expect(mays).toEqual([...Array(MAX_STOP_CONTINUATIONS).fill(true), false]);
+  });
+
+  it("the plan reminder comes first; the stop hooks run on the answer after it", async () => {
+    const provider = scriptedProvider([reply(answer("done?"), "endTurn"), reply(answer("done."), "endTurn")]);
+    const h = makeHooks();
+    let calls = 0;
+    h.hooks.beforeStop = async () => {
+      calls++;
+      return null;
+    };
+    const res = await runAgentLoop(config(provider, [], { plan: [{ step: "x", status: "pending" }] }), h.hooks);
+    expect(res.stopReason).toBe("finalAnswer");
+    expect(provider.requests).toHaveLength(2);
+    expect(calls).toBe(1);
+  });
+});
+
+describe("§3.7 a parallel group ends together", () => {
+  it("a host failure in one read-only call aborts its siblings and waits for them before the turn ends", async () => {
+    const lab = new ToolLab();
+    const settledBeforeEnd: string[] = [];
+    let loopReturned = false;
+    const sibling = (name: string) =>
+      lab.tool(name, {
+        readOnly: true,
+        run: (_call, signal) =>
+          new Promise<ToolOutcome>((resolve) => {
+            // A long read that stops when asked (and records, late, if it was not waited for).
+            signal.addEventListener("abort", () =>
+              setTimeout(() => {
+                settledBeforeEnd.push(`${name}:${loopReturned ? "after" : "before"}`);
+                resolve(textOutcome(`${name} stopped`));
+              }, 5),
+            );
+          }),
+      });
+    const failing = lab.tool("store_fails", {
+      readOnly: true,
+      run: async () => {
+        await tick();
+        throw new ToolHostError("could not record a completed tool item: injected");
+      },
+    });
+    mock.enqueue({ toolCalls: [{ id: "a", name: "slow_a", arguments: {} }, { id: "f", name: "store_fails", arguments: {} }, { id: "b", name: "slow_b", arguments: {} }] }, { text: "not reached" });
+    const res = await runAgentLoop(config(providerFor("anthropic"), [sibling("slow_a"), failing, sibling("slow_b")]), makeHooks().hooks);
+    loopReturned = true;
+    expect(res.stopReason).toBe("error");
+    expect(res.error).toBeInstanceOf(ToolHostError);
+    expect(settledBeforeEnd.sort()).toEqual(["slow_a:before", "slow_b:before"]);
+    expect(lab.running).toBe(0);
+    expect(mock.requests).toHaveLength(1);
+  });
+});
+
+describe("§3.8 steering: the queue the loop drains is the production one", () => {
+  it("take() drains; what was taken is claimed once, in order, for the record", () => {
+    const q = new SteeringQueue<{ message: UserMessage; clientId: string }>();
+    q.push({ message: user("a"), clientId: "1" });
+    q.push({ message: user("b"), clientId: "2" });
+    expect(q.length).toBe(2);
+    expect(q.take()).toEqual([user("a"), user("b")]);
+    expect(q.length).toBe(0);
+    expect(q.take()).toEqual([]);
+    q.push({ message: user("c"), clientId: "3" });
+    expect(q.claimTaken(1).map((e) => e.clientId)).toEqual(["1"]);
+    expect(q.claimTaken(5).map((e) => e.clientId)).toEqual(["2"]);
+    expect(q.length).toBe(1);
   });
 });

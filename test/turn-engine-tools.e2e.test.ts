@@ -154,8 +154,12 @@ describe("hooks", () => {
     };
     for (let i = 0; i < 200 && stopInput() === null; i++) await new Promise((r) => setTimeout(r, 25));
     expect(stopInput()).toMatchObject({ hook_event_name: "stop", status: "completed", stop_reason: "finalAnswer" });
-    // Only one command item: the vetoed call never started.
-    expect(itemsCompleted(client, "commandExecution").map((i) => i.command)).toEqual([shellInvocation("echo fine")]);
+    // The vetoed call is an item too (issue 32): declined, with the hook's reason; it never ran.
+    expect(itemsCompleted(client, "commandExecution").map((i) => [i.command, i.status])).toEqual([
+      [shellInvocation("echo forbidden > vetoed.txt"), "declined"],
+      [shellInvocation("echo fine"), "completed"],
+    ]);
+    expect(itemsCompleted(client, "commandExecution")[0].aggregatedOutput).toMatch(/forbidden words are not allowed/);
 
     // Inside the sandbox: a hook of a read-only thread cannot write.
     const ro = (await client.request("thread/start", { cwd: dir, approvalPolicy: "never", sandbox: "read-only" })).thread.id;

@@ -10,7 +10,12 @@
 export interface TextBlock {
   type: "text";
   text: string;
+  /** Assistant text only: the provider's label for it (OpenAI Responses `phase`), sent back as it came. */
+  phase?: MessagePhase;
 }
+
+/** Whether assistant text is commentary on the way or the final answer (OpenAI Responses `phase`). */
+export type MessagePhase = "commentary" | "final_answer";
 
 /** An image given to the model: a data: URL (base64) or an http(s) URL. */
 export interface ImageBlock {
@@ -37,6 +42,12 @@ export interface ReasoningBlock {
   providerId?: string;
   /** OpenAI Responses encrypted reasoning content. */
   encryptedContent?: string;
+  /**
+   * Chat Completions: the delta field the reasoning came in (`reasoning_content` for DeepSeek and
+   * Qwen-style servers, `reasoning` for vLLM/OpenRouter/Ollama), so it can be sent back in that
+   * field on a message with tool calls, where such servers' tool calling expects it.
+   */
+  chatField?: "reasoning_content" | "reasoning";
 }
 
 export interface ToolCallBlock {

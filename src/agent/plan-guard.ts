@@ -3,7 +3,9 @@
  * wrote with `update_plan` still has open steps is reminded once, so it either finishes them or
  * says why not, instead of stopping half-way with a plan that claims work is pending.
  *
- * Pure: the plan is read back from the `update_plan` calls in the messages the loop appended.
+ * Pure: the plan is read back from `update_plan` calls — the thread's newest one, whichever turn
+ * wrote it and whether or not a compaction has since replaced the history it was written in (the
+ * runtime reads it from the thread's whole log; the loop follows the calls it appends).
  */
 import type { DeveloperMessage, Message } from "./messages.js";
 
@@ -14,8 +16,11 @@ export interface PlanStep {
 
 const STATUSES = new Set(["pending", "in_progress", "completed"]);
 
-/** Steps of the last valid `update_plan` call in `messages` that are not completed (a call the tool rejected sets no plan). */
-export function openPlanSteps(messages: readonly Message[]): PlanStep[] {
+/**
+ * The plan of the last valid `update_plan` call in `messages`, or null when there is none (a call
+ * the tool rejected sets no plan).
+ */
+export function latestPlan(messages: readonly Message[]): PlanStep[] | null {
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
     if (m.role !== "assistant") continue;
@@ -23,10 +28,15 @@ export function openPlanSteps(messages: readonly Message[]): PlanStep[] {
       const b = m.content[k]!;
       if (b.type !== "toolCall" || b.name !== "update_plan") continue;
       const plan = parsePlan(b.arguments);
-      if (plan) return plan.filter((s) => s.status !== "completed");
+      if (plan) return plan;
     }
   }
-  return [];
+  return null;
+}
+
+/** The steps of `plan` that are not completed. */
+export function openSteps(plan: readonly PlanStep[] | null): PlanStep[] {
+  return (plan ?? []).filter((s) => s.status !== "completed");
 }
 
 function parsePlan(args: string): PlanStep[] | null {

@@ -2,7 +2,8 @@
  * Running one assistant message's tool calls (DESIGN.md §3.2, §3.7, §3.8): consecutive read-only
  * calls concurrently (bounded), anything else alone and in order; results in call order, each
  * paired to its call. A tool's own failure becomes a result the model can read; a failure of the
- * host around it (ToolHostError: its item could not be recorded) ends the turn instead.
+ * host around it (ToolHostError: its item could not be recorded) ends the turn instead — after the
+ * rest of its group has been stopped and has finished.
  */
 import type { ToolCallBlock, ToolResultMessage } from "./messages.js";
 import { syntheticResult } from "./repair.js";
@@ -43,17 +44,46 @@ export async function runToolCalls(ctx: ToolRunContext, calls: ToolCallBlock[], 
     } else if (ctx.hasSteering()) {
       outcomes = group.map((c) => syntheticResult(c, STEERED_RESULT));
     } else {
-      outcomes = await Promise.all(
-        group.map(async (call) => {
-          const outcome = await executeOne(tools.get(call.name), call, signal);
-          if (outcome.endTurn) endTurn = true;
-          return { role: "toolResult", toolCallId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError } satisfies ToolResultMessage;
-        }),
-      );
+      outcomes = await runGroup(ctx, group, () => (endTurn = true));
     }
     for (let k = 0; k < group.length; k++) await ctx.appendResult(outcomes[k]!, group[k]!);
   }
   return signal.aborted || endTurn ? "interrupted" : "continue";
+}
+
+/**
+ * Runs one group (calls run together) to its end. A failure that ends the turn (the host could not
+ * record an item) aborts the other calls of the group and waits until every one has stopped, so
+ * nothing of the group runs or records after the turn has ended; then the first failure is thrown.
+ */
+async function runGroup(ctx: ToolRunContext, group: ToolCallBlock[], endTurn: () => void): Promise<ToolResultMessage[]> {
+  if (group.length === 1) return [await runOne(ctx, group[0]!, ctx.signal, endTurn)];
+  const stop = new AbortController();
+  const forward = () => stop.abort(ctx.signal.reason);
+  if (ctx.signal.aborted) forward();
+  else ctx.signal.addEventListener("abort", forward, { once: true });
+  let failure: { error: unknown } | null = null;
+  try {
+    const settled = await Promise.allSettled(
+      group.map((call) =>
+        runOne(ctx, call, stop.signal, endTurn).catch((error: unknown) => {
+          failure ??= { error };
+          stop.abort(error);
+          throw error;
+        }),
+      ),
+    );
+    if (failure) throw (failure as { error: unknown }).error;
+    return settled.map((s) => (s as PromiseFulfilledResult<ToolResultMessage>).value);
+  } finally {
+    ctx.signal.removeEventListener("abort", forward);
+  }
+}
+
+async function runOne(ctx: ToolRunContext, call: ToolCallBlock, signal: AbortSignal, endTurn: () => void): Promise<ToolResultMessage> {
+  const outcome = await executeOne(ctx.tools.get(call.name), call, signal);
+  if (outcome.endTurn) endTurn();
+  return { role: "toolResult", toolCallId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError };
 }
 
 async function executeOne(tool: LoopTool | undefined, call: ToolCallBlock, signal: AbortSignal): Promise<ToolOutcome> {

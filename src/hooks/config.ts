@@ -12,8 +12,9 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
+import { HookEventName } from "../protocol/hooks.js";
 
-export const HOOK_EVENTS = ["preToolUse", "postToolUse", "stop"] as const;
+export const HOOK_EVENTS = HookEventName.options;
 export type HookEvent = (typeof HOOK_EVENTS)[number];
 
 const CommandHandler = z.object({

@@ -101,6 +101,13 @@ export const DynamicToolCallItem = z.object({
   durationMs: z.number().int().nullable(),
   ...lifecycle,
 });
+/** Text a hook sent to the model (a stop hook's "continue"), with the hook run that wrote each fragment. */
+export const HookPromptItem = z.object({
+  type: z.literal("hookPrompt"),
+  id: z.string(),
+  fragments: z.array(z.object({ text: z.string(), hookRunId: z.string() }).meta({ id: "HookPromptFragment" })),
+  ...lifecycle,
+});
 export const ContextCompactionItem = z.object({ type: z.literal("contextCompaction"), id: z.string(), ...lifecycle });
 /** A review turn (review/start) began; `review` names what is reviewed ("current changes", …). */
 export const EnteredReviewModeItem = z.object({ type: z.literal("enteredReviewMode"), id: z.string(), review: z.string(), ...lifecycle });
@@ -117,6 +124,7 @@ export const ThreadItem = z
     FileChangeItem,
     McpToolCallItem,
     DynamicToolCallItem,
+    HookPromptItem,
     ContextCompactionItem,
     EnteredReviewModeItem,
     ExitedReviewModeItem,

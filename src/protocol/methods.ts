@@ -7,6 +7,7 @@ import * as C from "./client-setup.js";
 import * as K from "./credentials.js";
 import * as E from "./execpolicy.js";
 import * as FS from "./file-search.js";
+import * as H from "./hooks.js";
 import * as M from "./mcp.js";
 import * as N from "./notifications.js";
 import * as P from "./thread-pages.js";
@@ -93,6 +94,8 @@ export const serverNotifications = {
   "mcpServer/startupStatus/updated": M.McpServerStatusUpdatedNotification,
   "turn/diff/updated": X.TurnDiffUpdatedNotification,
   "turn/plan/updated": X.TurnPlanUpdatedNotification,
+  "hook/started": H.HookStartedNotification,
+  "hook/completed": H.HookCompletedNotification,
   "serverRequest/resolved": X.ServerRequestResolvedNotification,
   error: N.ErrorNotification,
   "fuzzyFileSearch/sessionUpdated": FS.FuzzyFileSearchSessionUpdatedNotification,

@@ -14,7 +14,7 @@ import {
 import { ThreadItem } from "./items.js";
 
 /** Why a turn stopped. Our extension to Codex's Turn (DESIGN.md §3.4). */
-export const TurnStopReason = z.enum(["finalAnswer", "maxTokens", "maxTurns", "interrupted", "error"]).meta({ id: "TurnStopReason" });
+export const TurnStopReason = z.enum(["finalAnswer", "maxTokens", "maxTurns", "refused", "interrupted", "error"]).meta({ id: "TurnStopReason" });
 export type TurnStopReason = z.infer<typeof TurnStopReason>;
 
 export const TurnStatus = z.enum(["completed", "interrupted", "failed", "inProgress"]).meta({ id: "TurnStatus" });

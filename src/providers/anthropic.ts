@@ -368,7 +368,8 @@ export class AnthropicStreamAssembler {
       outputTokens: u.output,
       reasoningOutputTokens: u.thinking,
     });
-    return { type: "done", message, stopReason: mapStopReason(this.stopReason), usage };
+    const stopDetail = this.stopReason === null ? undefined : `stop_reason "${this.stopReason}"`;
+    return { type: "done", message, stopReason: mapStopReason(this.stopReason), usage, ...(stopDetail ? { stopDetail } : {}) };
   }
 }
 

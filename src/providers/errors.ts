@@ -26,6 +26,26 @@ export function looksLikeContextOverflow(...texts: Array<string | null | undefin
 }
 
 /**
+ * Quota and billing exhaustion: OpenAI `insufficient_quota` (HTTP 429, or an error event mid-stream),
+ * `billing_hard_limit_reached`, Anthropic `billing_error` (HTTP 402) and "credit balance is too low",
+ * DeepSeek's 402 "Insufficient Balance". Not transient: a retry cannot succeed until someone pays.
+ */
+const QUOTA_CODE_RE = /insufficient_quota|billing|quota_exceeded|usage_limit/i;
+const QUOTA_MESSAGE_RE = /exceeded your current quota|credit balance is too low|insufficient (?:quota|balance|credits?)/i;
+
+function looksLikeQuota(code: string | null | undefined, message: string | null | undefined): boolean {
+  return (typeof code === "string" && QUOTA_CODE_RE.test(code)) || (typeof message === "string" && QUOTA_MESSAGE_RE.test(message));
+}
+
+/** Appended to a quota error's message: what the user can do, and that waiting is not it. */
+export const QUOTA_HINT = "the account's quota or billing limit is reached; not retried: check the plan and billing of this API key";
+
+/** The message of a provider error, with the hint its kind needs. */
+export function withKindHint(kind: ProviderErrorKind, message: string): string {
+  return kind === "quota" ? `${message} (${QUOTA_HINT})` : message;
+}
+
+/**
  * Retry-After in milliseconds: `retry-after-ms` first (sent by both Anthropic and OpenAI), then
  * `retry-after` as seconds or as an HTTP date. Null when absent or unparsable.
  */
@@ -56,6 +76,7 @@ export function redact(text: string, secrets: readonly string[]): string {
 /** Kind for an error identified only by a type/code string (mid-stream error events, Responses `error`). */
 export function kindFromCode(code: string | null | undefined, message: string | null | undefined): ProviderErrorKind {
   const c = (code ?? "").toLowerCase();
+  if (looksLikeQuota(c, message)) return "quota";
   if (looksLikeContextOverflow(c, message)) return "contextOverflow";
   if (c.includes("overloaded") || c === "service_unavailable" || c === "slow_down") return "overloaded";
   if (c.includes("rate_limit") || c === "too_many_requests") return "rateLimited";
@@ -69,6 +90,8 @@ export function kindFromCode(code: string | null | undefined, message: string | 
 }
 
 function kindFromStatus(status: number, code: string | null, message: string): ProviderErrorKind {
+  // Before 429: OpenAI sends an exhausted quota as 429 too, and it is not a rate limit to wait out.
+  if (status === 402 || looksLikeQuota(code, message)) return "quota";
   if (status === 429) return "rateLimited";
   if (status === 529 || status === 503) return "overloaded";
   if (status >= 500 || status === 408) return "server";
@@ -141,7 +164,7 @@ export function toProviderError(err: unknown, ctx: ErrorContext): ProviderError 
     if (typeof err.status === "number") {
       const kind = kindFromStatus(err.status, code, apiMessage);
       const retryAfterMs = parseRetryAfterMs(err.headers ?? null);
-      return new ProviderError(kind, msg(`HTTP ${err.status}${code ? ` ${code}` : ""}: ${apiMessage}`), {
+      return new ProviderError(kind, withKindHint(kind, msg(`HTTP ${err.status}${code ? ` ${code}` : ""}: ${apiMessage}`)), {
         status: err.status,
         retryAfterMs,
         cause: err,
@@ -149,7 +172,7 @@ export function toProviderError(err: unknown, ctx: ErrorContext): ProviderError 
     }
     // No status: an error event inside an already-open stream (Anthropic `error`, chat `{error}` chunk).
     const kind = kindFromCode(code, apiMessage);
-    return new ProviderError(kind, msg(`stream error${code ? ` ${code}` : ""}: ${apiMessage}`), { cause: err });
+    return new ProviderError(kind, withKindHint(kind, msg(`stream error${code ? ` ${code}` : ""}: ${apiMessage}`)), { cause: err });
   }
   if (err instanceof SyntaxError) {
     return new ProviderError("streamIncomplete", msg(`malformed stream chunk: ${err.message}`), { cause: err });

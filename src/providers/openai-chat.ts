@@ -1,8 +1,11 @@
 /**
- * Chat Completions adapter, for OpenAI-compatible servers (Ollama, vLLM, llama.cpp, ...).
- * Reasoning is read from the de-facto `reasoning_content` / `reasoning` delta fields and never
- * sent back. Tool calls are assembled by their `index`, and the stream is read to its real end:
- * a finish_reason may arrive before the last tool-call delta.
+ * Chat Completions adapter, for OpenAI-compatible servers (Ollama, vLLM, llama.cpp, DeepSeek,
+ * Mistral, Qwen, ...). Reasoning is read from the de-facto `reasoning_content` / `reasoning` delta
+ * fields and from `thinking` content parts (Mistral's magistral models send `delta.content` as a
+ * list of typed parts). It is sent back only on an assistant message with tool calls, in the field
+ * it came in: DeepSeek's thinking mode rejects a tool-calling exchange without it, and nothing
+ * needs it elsewhere. Tool calls are assembled by their `index`, and the stream is read to its real
+ * end: a finish_reason may arrive before the last tool-call delta.
  */
 import OpenAI from "openai";
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
@@ -29,7 +32,13 @@ type ChatPart = { type: "text"; text: string } | { type: "image_url"; image_url:
 type ChatMessage =
   | { role: "system" | "developer"; content: string }
   | { role: "user"; content: string | ChatPart[] }
-  | { role: "assistant"; content: string | null; tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }> }
+  | {
+      role: "assistant";
+      content: string | null;
+      reasoning_content?: string;
+      reasoning?: string;
+      tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }>;
+    }
   | { role: "tool"; tool_call_id: string; content: string };
 
 /** Plain string when the message is text only: the most widely supported form on local servers. */
@@ -55,8 +64,11 @@ export function convertMessagesToChat(system: string, messages: readonly Message
       case "assistant": {
         const text = m.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("");
         const calls = m.content.filter((b): b is ToolCallBlock => b.type === "toolCall");
-        const msg: ChatMessage = { role: "assistant", content: text === "" && calls.length > 0 ? null : text };
-        if (calls.length > 0) msg.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
+        const msg: Extract<ChatMessage, { role: "assistant" }> = { role: "assistant", content: text === "" && calls.length > 0 ? null : text };
+        if (calls.length > 0) {
+          for (const r of m.content) if (r.type === "reasoning" && r.chatField && r.text) msg[r.chatField] = (msg[r.chatField] ?? "") + r.text;
+          msg.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
+        }
         out.push(msg);
         break;
       }
@@ -81,8 +93,33 @@ export function buildChatRequest(req: ModelRequest, opts: OpenAIChatProviderOpti
   return body as unknown as ChatCompletionCreateParamsStreaming;
 }
 
-/** Fields compatible servers add to the delta. */
-type ChunkDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null; reasoning?: string | null };
+/**
+ * The delta as compatible servers send it: reasoning in `reasoning_content` or `reasoning`, and
+ * `content` either a string or (Mistral magistral) a list of typed parts.
+ */
+type ChunkDelta = Omit<ChatCompletionChunk.Choice.Delta, "content"> & { content?: string | ContentPart[] | null; reasoning_content?: string | null; reasoning?: string | null };
+
+/** A typed content part: `{type: "text", text}` or `{type: "thinking", thinking: string | [{type: "text", text}]}`. */
+interface ContentPart {
+  type?: unknown;
+  text?: unknown;
+  thinking?: unknown;
+}
+
+/** The text and reasoning of `delta.content`, whichever form it takes; unknown parts are skipped (never "[object Object]"). */
+export function contentParts(content: unknown): Array<{ kind: "text" | "reasoning"; text: string }> {
+  if (typeof content === "string") return content ? [{ kind: "text", text: content }] : [];
+  if (!Array.isArray(content)) return [];
+  const out: Array<{ kind: "text" | "reasoning"; text: string }> = [];
+  for (const part of content as ContentPart[]) {
+    if (part?.type === "text" && typeof part.text === "string" && part.text) out.push({ kind: "text", text: part.text });
+    else if (part?.type === "thinking") {
+      const text = typeof part.thinking === "string" ? part.thinking : contentParts(part.thinking).map((p) => p.text).join("");
+      if (text) out.push({ kind: "reasoning", text });
+    }
+  }
+  return out;
+}
 
 /** Turns chat chunks into ProviderStreamEvents and the final message. */
 export class ChatStreamAssembler {
@@ -91,6 +128,7 @@ export class ChatStreamAssembler {
   private readonly toolIndex = new Map<number, number>();
   private id: string | undefined;
   private finishReason: string | null = null;
+  private refused = false;
   private usage: ChatCompletionChunk["usage"] = null;
 
   handle(chunk: ChatCompletionChunk): ProviderStreamEvent[] {
@@ -100,9 +138,14 @@ export class ChatStreamAssembler {
     for (const choice of chunk.choices ?? []) {
       if (choice.index !== 0 && choice.index !== undefined) continue; // we never ask for n > 1
       const d = (choice.delta ?? {}) as ChunkDelta;
-      const reasoning = d.reasoning_content ?? d.reasoning;
-      if (reasoning) out.push(this.appendReasoning(reasoning));
-      if (d.content) out.push(this.appendText(d.content));
+      if (d.reasoning_content) out.push(this.appendReasoning(d.reasoning_content, "reasoning_content"));
+      else if (d.reasoning) out.push(this.appendReasoning(d.reasoning, "reasoning"));
+      for (const part of contentParts(d.content)) out.push(part.kind === "text" ? this.appendText(part.text) : this.appendReasoning(part.text));
+      // OpenAI's structured refusal: text the user should see, and a refusal all the same.
+      if (typeof d.refusal === "string" && d.refusal) {
+        this.refused = true;
+        out.push(this.appendText(d.refusal));
+      }
       for (const tc of d.tool_calls ?? []) out.push(...this.toolCallDelta(tc));
       // Recorded, not acted upon: tool-call deltas may still follow.
       if (choice.finish_reason) this.finishReason = choice.finish_reason;
@@ -121,13 +164,15 @@ export class ChatStreamAssembler {
     return { type: "textDelta", index, delta };
   }
 
-  private appendReasoning(delta: string): ProviderStreamEvent {
+  private appendReasoning(delta: string, chatField?: ReasoningBlock["chatField"]): ProviderStreamEvent {
     let index = this.content.length - 1;
     const last = this.content[index];
+    // One block per run of reasoning, whichever field each delta used (the first one names it).
     if (last?.type === "reasoning") last.text += delta;
     else {
       index = this.content.length;
       const block: ReasoningBlock = { type: "reasoning", text: delta, summary: [] };
+      if (chatField) block.chatField = chatField;
       this.content.push(block);
     }
     return { type: "reasoningTextDelta", index, delta };
@@ -173,10 +218,13 @@ export class ChatStreamAssembler {
       reasoningOutputTokens: num(u?.completion_tokens_details?.reasoning_tokens),
       totalTokens: u?.total_tokens ?? null,
     });
-    return { type: "done", message, stopReason: this.stopReason(), usage };
+    const stopReason = this.stopReason();
+    const stopDetail = this.refused && this.finishReason !== "content_filter" ? "a refusal delta" : `finish_reason "${this.finishReason}"`;
+    return { type: "done", message, stopReason, usage, stopDetail };
   }
 
   private stopReason(): ProviderStopReason {
+    if (this.refused) return "refusal";
     switch (this.finishReason) {
       case "length":
         return "maxTokens";

@@ -5,9 +5,9 @@
  */
 import OpenAI, { APIError } from "openai";
 import type { ResponseCreateParamsStreaming, ResponseStreamEvent } from "openai/resources/responses/responses";
-import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
+import type { AssistantMessage, ImageBlock, Message, MessagePhase, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
-import { kindFromCode, toProviderError, type ErrorContext } from "./errors.js";
+import { kindFromCode, toProviderError, withKindHint, type ErrorContext } from "./errors.js";
 import { joinText, makeUsage, num } from "./shared.js";
 import { SseReader, type SseMessage } from "./sse.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
@@ -22,9 +22,10 @@ export interface OpenAIResponsesProviderOptions {
 // Wire shapes we send. Declared here (not the SDK's input unions) so the key order of each item is
 // visible and fixed in one place.
 type InputContent = { type: "input_text"; text: string } | { type: "input_image"; image_url: string; detail: "auto" };
+type OutputText = { type: "output_text"; text: string; annotations: [] };
 type InputItem =
   | { type: "message"; role: "user" | "developer"; content: InputContent[] }
-  | { type: "message"; role: "assistant"; content: Array<{ type: "output_text"; text: string; annotations: [] }> }
+  | { type: "message"; role: "assistant"; content: OutputText[]; phase?: MessagePhase }
   | { type: "reasoning"; id?: string; summary: Array<{ type: "summary_text"; text: string }>; encrypted_content: string }
   | { type: "function_call"; call_id: string; name: string; arguments: string }
   | { type: "function_call_output"; call_id: string; output: string | InputContent[] };
@@ -42,7 +43,11 @@ function reasoningItem(r: ReasoningBlock): InputItem | null {
     : { type: "reasoning", summary, encrypted_content: r.encryptedContent };
 }
 
-/** Internal messages → Responses input items. Consecutive assistant text blocks share one message item. */
+/**
+ * Internal messages → Responses input items. Consecutive assistant text blocks share one message
+ * item unless their `phase` differs: a reply of a commentary message and a final answer goes back
+ * as the two messages it was, each with its phase (the API wants it back, as Codex sends it).
+ */
 export function convertMessagesToResponsesInput(messages: readonly Message[]): InputItem[] {
   const items: InputItem[] = [];
   for (const m of messages) {
@@ -57,13 +62,16 @@ export function convertMessagesToResponsesInput(messages: readonly Message[]): I
         break;
       }
       case "assistant": {
-        let texts: Array<{ type: "output_text"; text: string; annotations: [] }> = [];
+        let texts: OutputText[] = [];
+        let phase: MessagePhase | undefined;
         const flush = () => {
-          if (texts.length > 0) items.push({ type: "message", role: "assistant", content: texts });
+          if (texts.length > 0) items.push(phase ? { type: "message", role: "assistant", content: texts, phase } : { type: "message", role: "assistant", content: texts });
           texts = [];
         };
         for (const b of m.content) {
           if (b.type === "text") {
+            if (texts.length > 0 && b.phase !== phase) flush();
+            phase = b.phase;
             texts.push({ type: "output_text", text: b.text, annotations: [] });
             continue;
           }
@@ -122,6 +130,8 @@ interface RawResponse {
 interface RawItem {
   id?: string;
   type: string;
+  // message: who wrote it (gpt-5 codex models: "commentary" or "final_answer")
+  phase?: string | null;
   // message
   content?: Array<{ type: string; text?: string; refusal?: string }>;
   // reasoning
@@ -143,6 +153,8 @@ export class ResponsesStreamAssembler {
   private readonly seenOutput = new Set<number>();
   private responseId: string | undefined;
   private messageItemId: string | undefined;
+  /** output_index → the phase of that message item, when the model labelled it. */
+  private readonly phases = new Map<number, MessagePhase>();
   private refused = false;
   private final: RawResponse | null = null;
   private finalStatus: "completed" | "incomplete" | null = null;
@@ -228,8 +240,18 @@ export class ResponsesStreamAssembler {
       if (block.arguments) out.push({ type: "toolCallDelta", index, delta: block.arguments });
       return out;
     }
-    if (item.type === "message" && item.id) this.messageItemId ??= item.id;
+    if (item.type === "message") {
+      if (item.id) this.messageItemId ??= item.id;
+      this.notePhase(outputIndex, item.phase);
+    }
     return [];
+  }
+
+  private notePhase(outputIndex: number, phase: string | null | undefined): void {
+    if (phase !== "commentary" && phase !== "final_answer") return;
+    this.phases.set(outputIndex, phase);
+    // Blocks created before the phase was known (it may only come with output_item.done).
+    for (const [key, index] of this.partBlock) if (key.startsWith(`${outputIndex}:`)) (this.content[index] as TextBlock).phase = phase;
   }
 
   /** Fills in what the deltas may not have carried (ids, encrypted content, un-streamed text). */
@@ -249,6 +271,7 @@ export class ResponsesStreamAssembler {
       }
     } else if (item.type === "message") {
       if (item.id) this.messageItemId ??= item.id;
+      this.notePhase(outputIndex, item.phase);
       (item.content ?? []).forEach((part, ci) => {
         const text = part.type === "output_text" ? part.text : part.type === "refusal" ? part.refusal : undefined;
         if (text === undefined) return;
@@ -258,7 +281,7 @@ export class ResponsesStreamAssembler {
           const index = this.textBlock(outputIndex, ci);
           const blk = this.content[index] as TextBlock;
           blk.text = text;
-          out.push({ type: "textDelta", index, delta: text });
+          out.push(blk.phase ? { type: "textDelta", index, delta: text, phase: blk.phase } : { type: "textDelta", index, delta: text });
         }
       });
     }
@@ -279,7 +302,8 @@ export class ResponsesStreamAssembler {
     let index = this.partBlock.get(key);
     if (index === undefined) {
       index = this.content.length;
-      this.content.push({ type: "text", text: "" });
+      const phase = this.phases.get(outputIndex);
+      this.content.push(phase ? { type: "text", text: "", phase } : { type: "text", text: "" });
       this.partBlock.set(key, index);
     }
     return index;
@@ -288,8 +312,9 @@ export class ResponsesStreamAssembler {
   private textDelta(outputIndex: number, contentIndex: number, delta: string): ProviderStreamEvent[] {
     if (!delta) return [];
     const index = this.textBlock(outputIndex, contentIndex);
-    (this.content[index] as TextBlock).text += delta;
-    return [{ type: "textDelta", index, delta }];
+    const block = this.content[index] as TextBlock;
+    block.text += delta;
+    return [block.phase ? { type: "textDelta", index, delta, phase: block.phase } : { type: "textDelta", index, delta }];
   }
 
   private reasoningBlock(outputIndex: number, itemId: string | undefined): { index: number; block: ReasoningBlock } {
@@ -318,24 +343,29 @@ export class ResponsesStreamAssembler {
       reasoningOutputTokens: num(u?.output_tokens_details?.reasoning_tokens),
       totalTokens: u?.total_tokens ?? null,
     });
-    return { type: "done", message, stopReason: this.stopReason(), usage };
+    const stop = this.stopReason();
+    return { type: "done", message, stopReason: stop.reason, usage, ...(stop.detail ? { stopDetail: stop.detail } : {}) };
   }
 
-  private stopReason(): ProviderStopReason {
+  /**
+   * An incomplete response is truncated only for max_output_tokens; for any other reason
+   * (content_filter, or one added later) the output was stopped by the provider: a refusal.
+   */
+  private stopReason(): { reason: ProviderStopReason; detail?: string } {
     if (this.finalStatus === "incomplete") {
-      const reason = this.final?.incomplete_details?.reason;
-      if (reason === "max_output_tokens") return "maxTokens";
-      if (reason === "content_filter") return "refusal";
-      return "other";
+      const reason = this.final?.incomplete_details?.reason ?? "unknown";
+      if (reason === "max_output_tokens") return { reason: "maxTokens", detail: `incomplete (reason "${reason}")` };
+      return { reason: "refusal", detail: `incomplete (reason "${reason}")` };
     }
-    if (this.refused) return "refusal";
-    return this.content.some((b) => b.type === "toolCall") ? "toolUse" : "endTurn";
+    if (this.refused) return { reason: "refusal", detail: "a refusal content part" };
+    return { reason: this.content.some((b) => b.type === "toolCall") ? "toolUse" : "endTurn" };
   }
 }
 
 /** A failure reported inside the stream (`error` event or `response.failed`). */
 function responsesError(code: string | null | undefined, message: string): ProviderError {
-  return new ProviderError(kindFromCode(code, message), `openai: stream error${code ? ` ${code}` : ""}: ${message}`);
+  const kind = kindFromCode(code, message);
+  return new ProviderError(kind, withKindHint(kind, `openai: stream error${code ? ` ${code}` : ""}: ${message}`));
 }
 
 export class OpenAIResponsesProvider implements ModelProvider {

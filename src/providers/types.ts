@@ -1,4 +1,4 @@
-import type { AssistantMessage, Message, Usage } from "../agent/messages.js";
+import type { AssistantMessage, Message, MessagePhase, Usage } from "../agent/messages.js";
 
 /** A tool as offered to the model. `inputSchema` is a JSON Schema object (already canonicalised by the caller). */
 export interface ToolSpec {
@@ -25,7 +25,11 @@ export interface ModelRequest {
 
 /**
  * Why the provider says it stopped. Informational only: the loop decides whether to continue
- * from the message content (DESIGN.md §3.1), except that `maxTokens` marks the message truncated.
+ * from the message content (DESIGN.md §3.1), except for two stops that make the message
+ * incomplete: `maxTokens` (cut by the output limit) and `refusal` (the provider refused or
+ * filtered the output: Anthropic `stop_reason: "refusal"`, Chat `finish_reason: "content_filter"`
+ * or a `refusal` delta, Responses `incomplete` for any reason but `max_output_tokens`, or a
+ * `refusal` content part). Tool calls of either are never run.
  */
 export type ProviderStopReason = "endTurn" | "toolUse" | "maxTokens" | "refusal" | "other";
 
@@ -34,12 +38,19 @@ export type ProviderStopReason = "endTurn" | "toolUse" | "maxTokens" | "refusal"
  * `AssistantMessage.content`, so deltas can be routed to the right item.
  */
 export type ProviderStreamEvent =
-  | { type: "textDelta"; index: number; delta: string }
+  | { type: "textDelta"; index: number; delta: string; phase?: MessagePhase }
   | { type: "reasoningSummaryDelta"; index: number; summaryIndex: number; delta: string }
   | { type: "reasoningTextDelta"; index: number; delta: string }
   | { type: "toolCallStart"; index: number; id: string; name: string }
   | { type: "toolCallDelta"; index: number; delta: string }
-  | { type: "done"; message: AssistantMessage; stopReason: ProviderStopReason; usage: Usage };
+  | {
+      type: "done";
+      message: AssistantMessage;
+      stopReason: ProviderStopReason;
+      usage: Usage;
+      /** The provider's own words for the stop, for messages (e.g. `stop_reason "refusal"`, `incomplete (reason "content_filter")`). */
+      stopDetail?: string;
+    };
 
 export type ProviderErrorKind =
   | "rateLimited" // 429
@@ -50,6 +61,8 @@ export type ProviderErrorKind =
   | "notFound" // 404 (e.g. unknown model)
   | "contextOverflow" // prompt too long for the model
   | "network" // connection refused/reset before a response
+  | "quota" // quota or billing exhausted (insufficient_quota, billing_error, HTTP 402): retrying cannot help
+  | "refused" // the provider refused or filtered the answer (set by the loop from a `refusal` stop)
   | "streamIncomplete" // stream ended or was cut before its final event, or sent a malformed chunk
   | "aborted"; // the caller's AbortSignal fired
 

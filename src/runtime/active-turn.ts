@@ -1,6 +1,7 @@
 /** The in-memory state of a running turn (one per thread), and the tool-call scope. */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { UserMessage } from "../agent/messages.js";
+import type { MessagePhase, UserMessage } from "../agent/messages.js";
+import { SteeringQueue, type SteeringEntry } from "../agent/steering.js";
 import type { UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
@@ -13,19 +14,21 @@ export interface StreamingItem {
   text: string;
   summary: string[];
   startedAtMs: number;
-  /** Already completed on the wire because a later block of the same message started. */
+  /** agentMessage: the provider's phase for the text (OpenAI Responses), when it gave one. */
+  phase?: MessagePhase | null;
+  /** A reasoning item already completed on the wire because a later block of the same message started. */
   done?: boolean;
 }
 
-export interface SteerInput {
+export interface SteerInput extends SteeringEntry {
   input: UserInput[];
   clientId: string | null;
-  message: UserMessage;
 }
 
 export class ActiveTurn implements ActiveTurnHandle {
   readonly abort = new AbortController();
-  readonly steering: SteerInput[] = [];
+  /** turn/steer input: queued here, taken by the loop before its next model call. */
+  readonly steering = new SteeringQueue<SteerInput>();
   /** clientUserMessageIds of steer input already taken (a repeated turn/steer adds nothing). */
   readonly steerClientIds = new Set<string>();
   /** Items of the current model-call attempt, by content-block index. */
@@ -73,6 +76,10 @@ export class ActiveTurn implements ActiveTurnHandle {
   knownMessages(): ThreadItem[] | null {
     return this.messages ? [...this.messages.values()].sort((a, b) => a.ordinal - b.ordinal).map((m) => m.item) : null;
   }
+  /** The stop hooks ran for this turn's end (the loop's final answer): the end does not run them again. */
+  stopHooksRan = false;
+  /** A stop hook sent the model back to work in this turn (their input says so: `stop_hook_active`). */
+  stopHookContinued = false;
   /** The provider's final error, already announced with an `error` notification. */
   announcedFailure = false;
   /** False once the turn is ending: turn/steer is refused from then on. */

@@ -35,6 +35,14 @@ function replay(entries: readonly HistoryEntry[], applyCompaction: boolean): Tag
   return out;
 }
 
+/**
+ * Every message of the thread that a rollback did not remove, compactions ignored: what the thread
+ * has said and done (the plan stop-guard reads the newest plan here, whatever a compaction replaced).
+ */
+export function threadMessages(entries: readonly HistoryEntry[]): Message[] {
+  return replay(entries, false).map((t) => t.message);
+}
+
 /** The messages to send the model. */
 export function modelContext(entries: readonly HistoryEntry[]): Message[] {
   return replay(entries, true).map((t) => t.message);

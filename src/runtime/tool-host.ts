@@ -6,10 +6,13 @@
  * Every call runs:
  *   - in the scope of its call id, so items are recorded with the call they belong to (how a
  *     restarted process, and the history repair, match items to the model's calls);
- *   - between the user's before/after tool hooks (a before hook may veto the call);
+ *   - between the user's hooks: preToolUse (a veto; tools with an item run it through the host,
+ *     ToolContext.preToolUse, so the vetoed call is its item closed with the reason) and postToolUse
+ *     (observes; its failure is reported as the hook's, never as the tool's);
  *   - against a context whose recording failures are ToolHostError: never a tool result.
  */
-import { textOutcome, ToolHostError, type LoopTool } from "../agent/tools.js";
+import type { ToolCallBlock } from "../agent/messages.js";
+import { ToolHostError, type LoopTool } from "../agent/tools.js";
 import { uuidv7 } from "../ids.js";
 import { policyOfMode } from "../sandbox/policy.js";
 import { builtinTools } from "../tools/builtin.js";
@@ -21,6 +24,7 @@ import { requestApproval } from "./approvals.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
 import type { LoadedThread } from "./threads.js";
+import { postToolUse, preToolUse, vetoOutcome } from "./turn-hooks.js";
 
 /** A provider of tools for a turn. */
 export interface ToolSource {
@@ -56,11 +60,12 @@ export function toolsFor(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedT
       ...tool,
       execute: (call, signal) =>
         currentCall.run(call.id, async () => {
-          const facts = { threadId: thread.id, turnId: turn.id, cwd: thread.record.cwd, tool: name, callId: call.id, arguments: call.arguments };
-          const veto = hooks ? await hooks.beforeTool(facts, signal) : null;
-          if (veto !== null) return textOutcome(`A hook blocked this call: ${veto}. It was not run.`, true);
+          if (hooks && !tool.gatesPreToolUse) {
+            const vetoed = await vetoOutcome(deps, hooks, thread, turn, name, call, signal);
+            if (vetoed) return vetoed;
+          }
           const outcome = await tool.execute(call, signal);
-          if (hooks) await hooks.afterTool({ ...facts, outcome }, signal);
+          if (hooks && !outcome.blockedByHook) await postToolUse(deps, hooks, thread, turn, name, call, outcome, signal);
           return outcome;
         }),
     });
@@ -74,7 +79,7 @@ export function toolsFor(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedT
  * run outside the sandbox either — and no hooks (they govern the model's tool calls).
  */
 export function userShellTool(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThread, turn: ActiveTurn, timeoutMs: number): LoopTool {
-  const ctx: ToolContext = { ...toolContext(deps, recorder, thread, turn), approvalPolicy: "never" };
+  const ctx: ToolContext = { ...toolContext(deps, recorder, thread, turn), approvalPolicy: "never", preToolUse: undefined };
   const ms = Math.max(1, timeoutMs); // 0 asks for an immediate timeout, not none
   return shellTool(ctx, { source: "userShell", defaultTimeoutMs: ms, maxTimeoutMs: ms });
 }
@@ -112,5 +117,6 @@ function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThrea
       recording("the plan", async () => void (await runtime.commit(thread, [{ method: "turn/plan/updated", params: { ...base, explanation, plan } }]))),
     requestApproval: (request, signal) => recording("an approval request", () => requestApproval(deps, thread, turn, request, signal)),
     askClients: (method, params, signal) => thread.broker.ask(method, params, thread.subscribers, signal),
+    ...(deps.hooks ? { preToolUse: (tool: string, call: ToolCallBlock, signal: AbortSignal) => preToolUse(deps, deps.hooks!, thread, turn, tool, call, signal) } : {}),
   };
 }

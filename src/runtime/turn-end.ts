@@ -8,6 +8,8 @@
  *   maxTokens, maxTurns    failed, with a TurnError saying the answer is incomplete, and an `error`
  *                          notification — the work stopped short; the thread stays idle (not
  *                          systemError: nothing is broken), and `stopReason` (our extension) says which
+ *   refused                failed likewise (idle, not systemError), with the provider's refusal
+ *                          as the error: who stopped the answer and why
  *   error                  failed, thread systemError
  */
 import type { LoopResult } from "../agent/loop.js";
@@ -29,9 +31,11 @@ import { capText, itemRef } from "../store/event-refs.js";
 /** turn/completed repeats an agent message's text up to this many UTF-16 units (64 Ki). */
 export const SUMMARY_TEXT_CAP = 64 * 1024;
 
-const TRUNCATED: ReadonlySet<TurnStopReason> = new Set(["maxTokens", "maxTurns"]);
+/** Stops that leave the work short without anything being broken: the thread stays idle. */
+const TRUNCATED: ReadonlySet<TurnStopReason> = new Set(["maxTokens", "maxTurns", "refused"]);
 
 function errorOf(turn: ActiveTurn, stopReason: TurnStopReason, result: LoopResult): TurnError | null {
+  if (stopReason === "refused" && result.error) return { ...turnError(result.error), additionalDetails: "stopReason: refused" };
   if (stopReason === "error" && result.error) {
     const retryable = "retryable" in result.error && Boolean((result.error as { retryable?: boolean }).retryable);
     const error = turnError(result.error, { exhaustedRetries: turn.announcedFailure && retryable });
@@ -68,7 +72,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   // user input, and it reaches the model with the next turn, instead of vanishing.
   if (turn.steering.length > 0) {
     try {
-      await stream.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.map((s) => s.message) });
+      await stream.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.take() });
     } catch (err) {
       log.error({ err, threadId: thread.id }, "could not record steering input");
     }
@@ -127,14 +131,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, items, events: published, epoch });
     }
   }
-  const { status } = told.record;
-  const error = told.error;
-  observer.turnEnded(status);
-  if (deps.hooks) {
-    await deps.hooks
-      .turnEnded({ threadId: thread.id, turnId: turn.id, cwd: thread.record.cwd, status, stopReason: told.record.stopReason!, error: error?.message ?? null })
-      .catch((err: unknown) => log.warn({ err, threadId: thread.id }, "turn-end hook failed"));
-  }
+  observer.turnEnded(told.record.status);
   runtime.maybeUnload(thread);
 }
 

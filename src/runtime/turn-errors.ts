@@ -21,6 +21,13 @@ export function codexErrorInfo(err: Error, exhaustedRetries = false): CodexError
       return "modelNotFound";
     case "contextOverflow":
       return "contextWindowExceeded";
+    case "quota":
+      return "usageLimitExceeded";
+    // A refused or filtered answer: Codex's policy codes (cyberPolicy, bioPolicy,
+    // misalignmentPolicyViolation) name particular OpenAI classifiers, so none of them fits a
+    // provider's generic refusal; the message names the provider and its reason.
+    case "refused":
+      return "other";
     case "network":
       return { httpConnectionFailed: { httpStatusCode } };
     case "streamIncomplete":

@@ -4,9 +4,16 @@
  * its token usage, and every message the loop appends to its history is stored in the thread's
  * history log (the loop owns the turn's history; this is where it is made durable).
  *
- * A failed attempt's output is void (DESIGN.md §3.6): its items are completed with empty text, so
- * the authoritative item/completed retracts the deltas clients showed, and the `error` notification
- * (willRetry) that follows says why. Only the successful attempt's answer is an agentMessage with text.
+ * A failed attempt's output is void (DESIGN.md §3.6), whatever the order of its blocks: an agent
+ * message completes only with its finished model message (never because a later block started),
+ * so a failed attempt's text is closed with empty text — the authoritative item/completed retracts
+ * the deltas clients showed — and a reasoning item the attempt had already completed (Codex's wire
+ * order completes reasoning before the answer starts) is closed again, emptied. The `error`
+ * notification (willRetry) that follows says why. Only the successful attempt's answer is an
+ * agentMessage with text.
+ *
+ * A message the provider refused or filtered (loop event `refused`) is not an answer and joins no
+ * history; its streamed text is completed as it was, marked incomplete, and the turn then fails.
  */
 import type { LoopEvent } from "../agent/loop.js";
 import { addUsage, emptyUsage, type AssistantMessage, type Message, type Usage } from "../agent/messages.js";
@@ -60,8 +67,10 @@ export class TurnStream {
         return this.appendHistory(thread, turn, [e.result]);
       case "reminded":
         return this.appendHistory(thread, turn, [e.message]);
+      case "refused":
+        return this.onAssistantMessage(thread, turn, e.message, e.usage, e.detail);
       case "steered": {
-        const steered = turn.steering.splice(0, e.messages.length);
+        const steered = turn.steering.claimTaken(e.messages.length);
         const now = Date.now();
         for (const s of steered) {
           const item: ThreadItem = { type: "userMessage", id: uuidv7(), clientId: s.clientId, content: s.input, startedAtMs: now, completedAtMs: now };
@@ -99,7 +108,7 @@ export class TurnStream {
     const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
     let item = turn.streaming.get(ev.index);
     if (!item) {
-      item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now() };
+      item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now(), phase: ev.type === "textDelta" ? (ev.phase ?? null) : null };
       turn.streaming.set(ev.index, item);
       // Published now; its record commits while the deltas flow.
       this.recorder.startedEarly(thread, turn, streamingPayload(item)).catch(() => {}); // sets turn.recordError
@@ -120,29 +129,37 @@ export class TurnStream {
 
   /**
    * Blocks of one assistant message stream one after another in all three providers, so a delta
-   * for block `index` means every earlier block is finished. Completing them now gives Codex's
-   * wire order (reasoning started → deltas → reasoning completed → agentMessage started …)
-   * instead of holding every item/completed until the whole message has streamed.
+   * for block `index` means every earlier block is finished. Completing earlier reasoning now gives
+   * Codex's wire order (reasoning started → deltas → reasoning completed → agentMessage started …).
+   * Agent text is not completed early: the attempt may still fail, and a completed agentMessage
+   * reads as an answer (it completes with the finished message, or is voided).
    */
   private async completeEarlierBlocks(thread: LoadedThread, turn: ActiveTurn, index: number): Promise<void> {
-    const finished = [...turn.streaming].filter(([i, item]) => i < index && !item.done).map(([, item]) => item);
+    const finished = [...turn.streaming].filter(([i, item]) => i < index && item.kind === "reasoning" && !item.done).map(([, item]) => item);
     if (finished.length === 0) return;
     const now = Date.now();
     for (const item of finished) item.done = true;
     await this.recorder.completed(thread, turn, finished.map((item) => streamingPayload(item, now)));
   }
 
-  /** Ends the attempt's open items: with what had arrived (interrupt), or voided (a failed attempt). */
+  /**
+   * Ends the attempt's items: the open ones with what had arrived (interrupt: the user stopped it
+   * there), or all of them voided (a failed attempt) — reasoning it had completed early included,
+   * closed again with nothing in it.
+   */
   async closeStreamingItems(thread: LoadedThread, turn: ActiveTurn, voided: boolean): Promise<void> {
     if (turn.streaming.size === 0) return;
     const now = Date.now();
-    const open = [...turn.streaming.values()].filter((i) => !i.done);
+    const items = [...turn.streaming.values()];
     turn.streaming.clear();
-    if (voided) for (const i of open) Object.assign(i, { text: "", summary: [] });
-    if (open.length > 0) await this.recorder.completed(thread, turn, open.map((i) => streamingPayload(i, now)));
+    const open = items.filter((i) => !i.done);
+    const closing = voided ? [...open, ...items.filter((i) => i.done && (i.text !== "" || i.summary.some((s) => s !== "")))] : open;
+    if (voided) for (const i of closing) Object.assign(i, { text: "", summary: [] });
+    if (closing.length > 0) await this.recorder.completed(thread, turn, closing.map((i) => streamingPayload(i, now)));
   }
 
-  private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage): Promise<void> {
+  /** A finished message: its items completed, its usage counted, and (unless `refused`) the message stored in the history. */
+  private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage, refused?: string): Promise<void> {
     const { runtime, observer, historyLog, settings, turns, log } = this.deps;
     if (turn.recordError) throw turn.recordError;
     const now = Date.now();
@@ -158,8 +175,10 @@ export class TurnStream {
       if (!streamed && block.type === "text" && block.text === "") return;
       if (!streamed && block.type === "reasoning" && !block.text && block.summary.every((s) => !s)) return;
       const item: StreamingItem = streamed ?? { id: uuidv7(), kind, text: "", summary: [], startedAtMs: now };
-      if (block.type === "text") item.text = block.text;
-      else {
+      if (block.type === "text") {
+        item.text = refused === undefined ? block.text : incompleteText(block.text, refused);
+        item.phase = block.phase ?? null;
+      } else {
         item.text = block.text;
         item.summary = [...block.summary];
       }
@@ -179,7 +198,8 @@ export class TurnStream {
       outputTokens: u.outputTokens,
       reasoningOutputTokens: u.reasoningOutputTokens,
     });
-    const writeHistory = historyLog.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]);
+    // A refused message is not an answer: it never joins the model history (the turn fails next).
+    const writeHistory = refused === undefined ? historyLog.stage(thread, turn.id, [{ kind: "message", turnOrdinal: turn.ordinal, message }]) : async () => {};
     const cacheHit = usage.inputTokens > 0 ? usage.cachedInputTokens / usage.inputTokens : 0;
     log.info({ threadId: thread.id, turnId: turn.id, inputTokens: usage.inputTokens, cachedInputTokens: usage.cachedInputTokens, cacheHitRatio: Number(cacheHit.toFixed(3)) }, "model call completed");
 
@@ -210,7 +230,7 @@ export class TurnStream {
       ]);
     // No tool call follows: the loop ends the turn next (or flushes this first when it goes on),
     // so the message and the end of the turn are recorded in one transaction.
-    if (!message.content.some((b) => b.type === "toolCall")) {
+    if (refused !== undefined || !message.content.some((b) => b.type === "toolCall")) {
       turn.deferred = { events, write, items: completed };
       return;
     }
@@ -218,9 +238,14 @@ export class TurnStream {
   }
 }
 
+/** The text of a refused or filtered answer as the user sees it: what arrived, visibly marked incomplete. */
+export function incompleteText(text: string, detail: string): string {
+  return `${text}\n\n[incomplete: the provider refused or filtered this answer (${detail})]`;
+}
+
 export function streamingPayload(item: StreamingItem, completedAtMs: number | null = null): ThreadItem {
   const times = { startedAtMs: item.startedAtMs, completedAtMs };
   return item.kind === "agentMessage"
-    ? { type: "agentMessage", id: item.id, text: item.text, phase: null, moderation: null, memoryCitation: null, delivery: null, questions: null, ...times }
+    ? { type: "agentMessage", id: item.id, text: item.text, phase: item.phase ?? null, moderation: null, memoryCitation: null, delivery: null, questions: null, ...times }
     : { type: "reasoning", id: item.id, summary: item.summary, content: item.text ? [item.text] : [], ...times };
 }

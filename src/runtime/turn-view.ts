@@ -10,6 +10,7 @@ export const statusFor: Record<TurnStopReason, TurnStatus> = {
   finalAnswer: "completed",
   maxTokens: "failed",
   maxTurns: "failed",
+  refused: "failed",
   interrupted: "interrupted",
   error: "failed",
 };

@@ -27,15 +27,17 @@ import type { Turn } from "../protocol/thread.js";
 import type { TurnStartParams } from "../protocol/turn.js";
 import type { ReviewTarget } from "../protocol/review.js";
 import { withIdleTimeout } from "../providers/idle-timeout.js";
-import type { ModelRequest } from "../providers/types.js";
+import type { ModelProvider, ModelRequest } from "../providers/types.js";
 import { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadRecord, TurnRecord } from "../store/records.js";
 import type { TurnStore } from "../store/turn-store.js";
 import { ExecPolicyStore } from "../store/execpolicy-store.js";
 import type { HookRunner } from "../hooks/runner.js";
 import { ActiveTurn } from "./active-turn.js";
-import { Compactor } from "./compaction.js";
-import type { HistoryEntry } from "./history.js";
+import { CompactionError, Compactor } from "./compaction.js";
+import { latestPlan } from "../agent/plan-guard.js";
+import { stopHooks } from "./turn-hooks.js";
+import { threadMessages, type HistoryEntry } from "./history.js";
 import { startedCallsOf, type HistoryLog } from "./history-log.js";
 import { completedEvent, ItemRecorder } from "./item-recorder.js";
 import { itemRef } from "../store/event-refs.js";
@@ -48,7 +50,7 @@ import { NO_OBSERVER, type TurnDeps, type TurnSettings } from "./turn-deps.js";
 import { finishTurn } from "./turn-end.js";
 import { OverloadedError, TurnRequestError } from "./turn-errors.js";
 import { TurnStream } from "./turn-stream.js";
-import { turnView } from "./turn-view.js";
+import { statusFor, turnView } from "./turn-view.js";
 import { previewOf, toUserMessage } from "./user-input.js";
 import { SeqCounter } from "./seq.js";
 import { UnrecordedEnds } from "./unrecorded.js";
@@ -289,17 +291,12 @@ export class TurnRunner {
         await this.recorder.completed(thread, turn, [{ ...item, completedAtMs: Date.now() }]);
         result = { stopReason: "finalAnswer", error: null, note: null, modelCalls: 0, usage: emptyUsage() };
       } else if (mode === "compact") {
+        // A compaction that cannot produce a summary throws why (the turn fails with it); null: interrupted.
         const compacted = await this.compactor.compact(thread, turn, provider, request, historyLog.context(thread), signal, true);
-        result = {
-          stopReason: compacted ? "finalAnswer" : signal.aborted ? "interrupted" : "error",
-          error: compacted || signal.aborted ? null : new Error("compaction failed: the model returned no summary"),
-          note: null,
-          modelCalls: 1,
-          usage: emptyUsage(),
-        };
+        result = { stopReason: compacted ? "finalAnswer" : "interrupted", error: null, note: null, modelCalls: 1, usage: emptyUsage() };
       } else {
         let history = historyLog.context(thread);
-        if (!resumeToolCalls && this.compactor.needsAuto(thread)) history = (await this.compactor.compact(thread, turn, provider, request, history, signal)) ?? history;
+        if (!resumeToolCalls && this.compactor.needsAuto(thread)) history = (await this.autoCompact(thread, turn, provider, request, history, signal)) ?? history;
         result = await runAgentLoop(
           {
             provider,
@@ -312,13 +309,19 @@ export class TurnRunner {
             signal,
             startedCalls: startedCallsOf(thread),
             planStopGuard: settings.planStopGuard !== false,
+            plan: latestPlan(threadMessages(thread.entries!)),
             ...(resumeToolCalls ? { resumeToolCalls } : {}),
           },
           {
             emit: (e) => this.stream.onLoopEvent(thread, turn, e),
-            takeSteering: () => this.takeSteering(turn),
+            takeSteering: () => turn.steering.take(),
             hasSteering: () => turn.steering.length > 0,
             compact: (h, s) => this.compactor.compact(thread, turn, provider, request, h, s),
+            beforeStop: async (answer, mayContinue, s) => {
+              if (!this.deps.hooks?.has("stop")) return null;
+              await this.stream.flushDeferred(thread, turn); // the answer's record before the hooks'
+              return stopHooks(this.deps, this.recorder, thread, turn, { status: "completed", stopReason: "finalAnswer", error: null, answer }, mayContinue, s);
+            },
           },
         );
       }
@@ -335,8 +338,18 @@ export class TurnRunner {
     await this.endTurn(thread, turn, result);
   }
 
-  private takeSteering(turn: ActiveTurn): UserMessage[] {
-    return turn.steering.map((s) => s.message);
+  /**
+   * Compaction before a turn near the window: when it fails, the turn still tries with the history
+   * as it is (the request may fit; if not, the overflow compacts inside the loop and fails there).
+   */
+  private async autoCompact(thread: LoadedThread, turn: ActiveTurn, provider: ModelProvider, request: Omit<ModelRequest, "messages">, history: Message[], signal: AbortSignal): Promise<Message[] | null> {
+    try {
+      return await this.compactor.compact(thread, turn, provider, request, history, signal);
+    } catch (err) {
+      if (!(err instanceof CompactionError)) throw err;
+      this.deps.log.warn({ err, threadId: thread.id, turnId: turn.id }, "compaction before the turn failed; going on without it");
+      return null;
+    }
   }
 
   /**
@@ -532,7 +545,24 @@ export class TurnRunner {
         if (result.stopReason !== "error") result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
       }
     }
+    await this.observeStop(thread, turn, result);
     await finishTurn(this.deps, this.recorder, this.stream, thread, turn, result);
+  }
+
+  /**
+   * Stop hooks for a turn the loop did not end with a final answer (truncated, refused, failed; a
+   * compaction or shell turn): observing only, before the end is recorded. Not for an interrupt: the
+   * user stopped the turn, and a shutdown must not wait for them.
+   */
+  private async observeStop(thread: LoadedThread, turn: ActiveTurn, result: LoopResult): Promise<void> {
+    if (!this.deps.hooks?.has("stop") || turn.stopHooksRan || turn.abort.signal.aborted || result.stopReason === "interrupted") return;
+    try {
+      await this.stream.flushDeferred(thread, turn);
+      const end = { status: statusFor[result.stopReason], stopReason: result.stopReason, error: result.error?.message ?? result.note, answer: null };
+      await stopHooks(this.deps, this.recorder, thread, turn, end, false, turn.abort.signal);
+    } catch (err) {
+      this.deps.log.error({ err, threadId: thread.id }, "could not run or record the stop hooks");
+    }
   }
 
   /**

@@ -3,6 +3,7 @@
  * report the turn's diff and plan, and ask the thread's clients something (a dynamic tool call,
  * an approval). The turn runner implements it; tools never see JSON-RPC or SQL.
  */
+import type { ToolCallBlock } from "../agent/messages.js";
 import type { AskForApproval, SandboxMode, SandboxPolicy } from "../protocol/common.js";
 import type { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadItem } from "../protocol/items.js";
@@ -71,4 +72,10 @@ export interface ToolContext {
   requestApproval(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer>;
   /** Sends a server request to the thread's clients; null when the turn was interrupted first. */
   askClients(method: string, params: object, signal: AbortSignal): Promise<ClientReply | null>;
+  /**
+   * The user's preToolUse hooks for a call about to run (absent: none apply, e.g. the user's own
+   * shell command): the reason they block it, or null. The host asks after the call's item started
+   * and before any approval, and closes a blocked call's item with the reason.
+   */
+  preToolUse?(tool: string, call: ToolCallBlock, signal: AbortSignal): Promise<string | null>;
 }

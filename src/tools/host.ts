@@ -4,10 +4,11 @@
  * *executes* it; this wrapper owns everything around that, in one order for all of them:
  *
  *   parse arguments → plan (checks; no item yet for a call that cannot run) → allocate the item id
- *   → record item/started → policy/approval gate → execute → record item/completed
+ *   → record item/started → the user's preToolUse hooks (a veto closes the item with its reason)
+ *   → policy/approval gate → execute → record item/completed
  *
- * (User hooks around every call, and the call-id scope items are recorded under, are added by the
- * runtime around each LoopTool: src/runtime/tool-host.ts.)
+ * (postToolUse hooks, preToolUse for tools without an item, and the call-id scope items are recorded
+ * under, are added by the runtime around each LoopTool: src/runtime/tool-host.ts.)
  *
  * Recording goes through the ToolContext, whose runtime implementation throws ToolHostError when
  * the store fails. That error is never caught here: the side effect may have happened, so it must
@@ -16,7 +17,7 @@
  */
 import type { z } from "zod";
 import type { ToolCallBlock } from "../agent/messages.js";
-import { textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
+import { hookBlockedOutcome, hookBlockedText, textOutcome, ToolHostError, type LoopTool, type ToolOutcome } from "../agent/tools.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Decision } from "./approval.js";
 import type { ApprovalAnswer, ApprovalRequest, ToolContext } from "./context.js";
@@ -102,6 +103,7 @@ export function hostRawTool(def: RawHostedToolDefinition, ctx: ToolContext): Loo
   return {
     spec: { name: def.name, description: def.description, inputSchema: def.inputSchema },
     readOnly: def.readOnly,
+    gatesPreToolUse: true,
     async execute(call, signal) {
       let action: ToolAction | ToolOutcome;
       try {
@@ -111,12 +113,12 @@ export function hostRawTool(def: RawHostedToolDefinition, ctx: ToolContext): Loo
         return textOutcome(`${def.name} failed: ${errorText(err)}`, true);
       }
       if (!isAction(action)) return action;
-      return runAction(def.name, action, ctx, signal);
+      return runAction(def.name, call, action, ctx, signal);
     },
   };
 }
 
-async function runAction(name: string, action: ToolAction, ctx: ToolContext, signal: AbortSignal): Promise<ToolOutcome> {
+async function runAction(name: string, call: ToolCallBlock, action: ToolAction, ctx: ToolContext, signal: AbortSignal): Promise<ToolOutcome> {
   const startedAtMs = Date.now();
   const itemId = ctx.newItemId();
   const item: Record<string, unknown> | null = action.item ? { ...action.item, id: itemId, startedAtMs } : null;
@@ -130,6 +132,15 @@ async function runAction(name: string, action: ToolAction, ctx: ToolContext, sig
     if (!action.approval) throw new Error(`${name} cannot ask for approval`);
     return ctx.requestApproval(action.approval(itemId, startedAtMs, reason), signal);
   };
+
+  const veto = ctx.preToolUse ? await ctx.preToolUse(name, call, signal) : null; // a recording failure propagates
+  if (veto !== null) {
+    const text = hookBlockedText(veto);
+    const r = action.notRun("refuse", `a preToolUse hook blocked it: ${veto}`, Date.now() - startedAtMs);
+    // A command item shows the reason as its output; other items carry it in their own fields.
+    const patch = item && "aggregatedOutput" in item ? { ...r.patch, aggregatedOutput: text } : r.patch;
+    return finish({ patch, outcome: hookBlockedOutcome(veto) });
+  }
 
   let gate = action.gate;
   if (gate.action === "ask") {

@@ -7,7 +7,7 @@
  * background child outlives the call.
  */
 import { spawn, type ChildProcessByStdio } from "node:child_process";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import { promises as fs } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 import { commandEnvironment } from "../sandbox/environment.js";
@@ -32,6 +32,11 @@ export interface RunOptions {
   /** Live output, decoded (invalid UTF-8 replaced, NULs stripped). */
   onOutput?: (stream: OutputStream, text: string) => void;
   onSpawn?: (pid: number) => void;
+  /**
+   * Written to the process's stdin, which is then closed (hooks get their input this way: an
+   * argument or environment variable is capped at 128 KiB by the kernel). Without it stdin is /dev/null.
+   */
+  stdin?: string;
 }
 
 export interface CapturedOutput {
@@ -220,15 +225,24 @@ export function runProcess(opts: RunOptions): Promise<RunResult> {
   if (opts.signal?.aborted) return Promise.resolve({ ...empty(), aborted: true });
 
   return new Promise<RunResult>((resolve) => {
-    let child: ChildProcessByStdio<null, Readable, Readable>;
+    let child: ChildProcessByStdio<Writable | null, Readable, Readable>;
     try {
-      child = spawn(opts.file, opts.args, { cwd: opts.cwd, env: opts.env ?? commandEnvironment(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      const options = { cwd: opts.cwd, env: opts.env ?? commandEnvironment(), detached: true };
+      child =
+        opts.stdin === undefined
+          ? spawn(opts.file, opts.args, { ...options, stdio: ["ignore", "pipe", "pipe"] })
+          : spawn(opts.file, opts.args, { ...options, stdio: ["pipe", "pipe", "pipe"] });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       resolve({ ...empty(), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
       return;
     }
     const pid = child.pid ?? null;
+    if (child.stdin && opts.stdin !== undefined) {
+      // A process that exits without reading all of it closes the pipe: EPIPE is not our failure.
+      child.stdin.on("error", () => {});
+      child.stdin.end(opts.stdin);
+    }
     if (pid !== null) {
       trackGroup(pid);
       opts.onSpawn?.(pid);

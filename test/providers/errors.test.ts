@@ -50,6 +50,23 @@ describe("toProviderError", () => {
     expect(oai(403, { message: "no" }).kind).toBe("auth");
   });
 
+  it("quota and billing exhaustion is its own kind, never retried, and says so (OpenAI 429 insufficient_quota is not a rate limit)", () => {
+    const h = new Headers({ "retry-after": "20" });
+    const oai = (status: number, error: unknown) => toProviderError(OpenAISdk.APIError.generate(status, { error }, undefined, h), ctx());
+    const quota = oai(429, { message: "You exceeded your current quota, please check your plan and billing details.", type: "insufficient_quota", code: "insufficient_quota" });
+    expect(quota.kind).toBe("quota");
+    expect(quota.retryable).toBe(false);
+    expect(quota.message).toMatch(/insufficient_quota: You exceeded your current quota.*\(the account's quota or billing limit is reached; not retried/);
+    expect(oai(429, { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" }).kind).toBe("rateLimited");
+    expect(oai(402, { message: "Insufficient Balance" }).kind).toBe("quota"); // DeepSeek
+    const anth = (status: number, type: string, message: string) =>
+      toProviderError(AnthropicSdk.APIError.generate(status, { type: "error", error: { type, message } }, undefined, h), ctx());
+    expect(anth(402, "billing_error", "payment required").kind).toBe("quota");
+    expect(anth(400, "invalid_request_error", "Your credit balance is too low to access the Anthropic API.").kind).toBe("quota");
+    expect(kindFromCode("insufficient_quota", "quota")).toBe("quota");
+    expect(kindFromCode("billing_hard_limit_reached", null)).toBe("quota");
+  });
+
   it("connection failures: network before the response, streamIncomplete after it", () => {
     const conn = new OpenAISdk.APIConnectionError({ message: "Connection error." });
     expect(toProviderError(conn, ctx()).kind).toBe("network");

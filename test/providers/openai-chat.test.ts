@@ -89,9 +89,10 @@ describe("openai chat request conversion", () => {
   });
 });
 
+const chunk = (delta: object, finish_reason: string | null = null): ChatCompletionChunk =>
+  ({ id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason, logprobs: null }] }) as ChatCompletionChunk;
+
 describe("openai chat stream assembly", () => {
-  const chunk = (delta: object, finish_reason: string | null = null): ChatCompletionChunk =>
-    ({ id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason, logprobs: null }] }) as ChatCompletionChunk;
 
   it("assembles interleaved tool-call deltas by index, even after finish_reason", () => {
     const a = new ChatStreamAssembler();
@@ -109,7 +110,8 @@ describe("openai chat stream assembly", () => {
     ].flatMap((c) => a.handle(c));
     const done = a.finish();
     expect(done.message.content).toEqual([
-      { type: "reasoning", text: "hmm ok", summary: [] },
+      // The field it came in is kept: it goes back there on a message with tool calls.
+      { type: "reasoning", text: "hmm ok", summary: [], chatField: "reasoning" },
       { type: "text", text: "Calling." },
       { type: "toolCall", id: "c0", name: "read_file", arguments: '{"path":"a"}' },
       { type: "toolCall", id: "c1", name: "shell", arguments: '{"cmd":"ls"}' },
@@ -139,5 +141,75 @@ describe("openai chat stream assembly", () => {
     const a = new ChatStreamAssembler();
     a.handle(chunk({ content: "abc" }, "length"));
     expect(a.finish().stopReason).toBe("maxTokens");
+  });
+});
+
+describe("openai chat: the streams compatible servers really send", () => {
+  it("Mistral magistral: delta.content as typed parts — text is text, thinking parts are reasoning, nothing becomes [object Object]", async () => {
+    mock.enqueue({ reasoning: { text: ["Let me ", "think."] }, text: ["The answer", " is 4."], chatContentParts: true });
+    const { events, done } = await collect(providerFor("openai-chat", mock), baseRequest([user("2+2?")]));
+    expect(done.message.content).toEqual([
+      { type: "reasoning", text: "Let me think.", summary: [] },
+      { type: "text", text: "The answer is 4." },
+    ]);
+    expect(JSON.stringify(events)).not.toContain("[object Object]");
+    // Sent back next turn as plain text, the reasoning (a thinking part, not a server field) not at all.
+    mock.enqueue({ text: "ok" });
+    await collect(providerFor("openai-chat", mock), baseRequest([user("2+2?"), done.message, user("sure?")]));
+    const sent = (mock.requests.at(-1)!.body.messages as any[]).find((m) => m.role === "assistant");
+    expect(sent).toEqual({ role: "assistant", content: "The answer is 4." });
+  });
+
+  it("an unknown part type is skipped, a bare string part list still works", () => {
+    const a = new ChatStreamAssembler();
+    a.handle(chunk({ content: [{ type: "image_url", image_url: { url: "x" } }, { type: "text", text: "hi" }] } as any));
+    a.handle(chunk({ content: [{ type: "thinking", thinking: "plain string thinking" }] } as any, "stop"));
+    expect(a.finish().message.content).toEqual([
+      { type: "text", text: "hi" },
+      { type: "reasoning", text: "plain string thinking", summary: [] },
+    ]);
+  });
+
+  it("DeepSeek/Qwen-style reasoning_content goes back on the assistant message with the tool calls, where the server needs it", async () => {
+    mock.chatRequiresReasoningContent = true;
+    try {
+      mock.enqueue({ reasoning: { text: "I should list the files." }, toolCalls: [{ id: "call_ls", name: "shell", arguments: { cmd: "ls" } }] });
+      const first = await collect(providerFor("openai-chat", mock), baseRequest([user("what is here?")]));
+      expect(first.done.message.content[0]).toEqual({ type: "reasoning", text: "I should list the files.", summary: [], chatField: "reasoning_content" });
+      mock.enqueue({ text: "Two files." });
+      const history: Message[] = [user("what is here?"), first.done.message, { role: "toolResult", toolCallId: "call_ls", toolName: "shell", content: [{ type: "text", text: "a b" }], isError: false }];
+      const second = await collect(providerFor("openai-chat", mock), baseRequest(history));
+      expect(second.done.message.content).toEqual([{ type: "text", text: "Two files." }]);
+      const sent = (mock.requests.at(-1)!.body.messages as any[]).find((m) => m.role === "assistant");
+      expect(sent).toEqual({
+        role: "assistant",
+        content: null,
+        reasoning_content: "I should list the files.",
+        tool_calls: [{ id: "call_ls", type: "function", function: { name: "shell", arguments: '{"cmd":"ls"}' } }],
+      });
+    } finally {
+      mock.chatRequiresReasoningContent = false;
+    }
+  });
+
+  it("reasoning in `reasoning` (vLLM, OpenRouter, Ollama) goes back in that field; a message without tool calls sends none", () => {
+    const msgs = convertMessagesToChat("", [
+      { role: "assistant", content: [{ type: "reasoning", text: "r1", summary: [], chatField: "reasoning" }, { type: "toolCall", id: "c", name: "shell", arguments: "{}" }] },
+      { role: "toolResult", toolCallId: "c", toolName: "shell", content: [{ type: "text", text: "ok" }], isError: false },
+      { role: "assistant", content: [{ type: "reasoning", text: "r2", summary: [], chatField: "reasoning_content" }, { type: "text", text: "done" }] },
+    ]);
+    expect(msgs[0]).toMatchObject({ role: "assistant", reasoning: "r1" });
+    expect(msgs[2]).toEqual({ role: "assistant", content: "done" });
+  });
+
+  it("finish_reason content_filter and a refusal delta are refusals, with the provider's words", () => {
+    const a = new ChatStreamAssembler();
+    a.handle(chunk({ content: "partial" }, "content_filter"));
+    expect(a.finish()).toMatchObject({ stopReason: "refusal", stopDetail: 'finish_reason "content_filter"' });
+    const b = new ChatStreamAssembler();
+    b.handle(chunk({ refusal: "I can't help with that." } as any, "stop"));
+    const done = b.finish();
+    expect(done).toMatchObject({ stopReason: "refusal", stopDetail: "a refusal delta" });
+    expect(done.message.content).toEqual([{ type: "text", text: "I can't help with that." }]);
   });
 });

@@ -109,8 +109,9 @@ describe("openai responses request conversion", () => {
   });
 });
 
+const ev = (e: object) => e as ResponseStreamEvent;
+
 describe("openai responses stream assembly", () => {
-  const ev = (e: object) => e as ResponseStreamEvent;
   const completed = (output: object[], extra: object = {}) =>
     ev({
       type: "response.completed",
@@ -175,5 +176,35 @@ describe("openai responses stream assembly", () => {
     const b = new ResponsesStreamAssembler();
     b.handle(ev({ type: "response.created", response: { id: "r", status: "in_progress", output: [] } }));
     expect(() => b.finish()).toThrow(/stream ended before response.completed/);
+  });
+});
+
+describe("openai responses: phase", () => {
+  it("a commentary message and a final answer keep their phase on the blocks and go back as two messages with it", async () => {
+    mock.enqueue({ commentary: "Checking the files first.", text: "Done: two files." });
+    const { events, done } = await collect(providerFor("openai", mock), baseRequest([user("look")]));
+    expect(done.message.content).toEqual([
+      { type: "text", text: "Checking the files first.", phase: "commentary" },
+      { type: "text", text: "Done: two files.", phase: "final_answer" },
+    ]);
+    expect(events.filter((e) => e.type === "textDelta").map((e) => (e as { phase?: string }).phase)).toEqual(["commentary", "final_answer"]);
+    mock.enqueue({ text: "ok" });
+    await collect(providerFor("openai", mock), baseRequest([user("look"), done.message, user("and?")]));
+    const assistant = (mock.requests.at(-1)!.body.input as any[]).filter((i) => i.role === "assistant");
+    expect(assistant).toEqual([
+      { type: "message", role: "assistant", content: [{ type: "output_text", text: "Checking the files first.", annotations: [] }], phase: "commentary" },
+      { type: "message", role: "assistant", content: [{ type: "output_text", text: "Done: two files.", annotations: [] }], phase: "final_answer" },
+    ]);
+  });
+
+  it("text without a phase goes back as before (no phase key, consecutive texts in one message)", () => {
+    const items = convertMessagesToResponsesInput([{ role: "assistant", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }]);
+    expect(items).toEqual([{ type: "message", role: "assistant", content: [{ type: "output_text", text: "a", annotations: [] }, { type: "output_text", text: "b", annotations: [] }] }]);
+  });
+
+  it("incomplete for any reason but max_output_tokens is a refusal with the reason; a refusal part too", () => {
+    const a = new ResponsesStreamAssembler();
+    a.handle(ev({ type: "response.incomplete", response: { id: "r", status: "incomplete", incomplete_details: { reason: "max_tool_calls" }, output: [] } }));
+    expect(a.finish()).toMatchObject({ stopReason: "refusal", stopDetail: 'incomplete (reason "max_tool_calls")' });
   });
 });

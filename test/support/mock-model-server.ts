@@ -45,10 +45,29 @@ export interface MockReply {
   /** Assistant text; an array gives the delta chunks in order (a string is one delta). */
   text?: string | string[];
   reasoning?: { summary?: string[]; text?: string | string[]; signature?: string; encryptedContent?: string };
+  /** Reasoning after the text instead of before it (Anthropic interleaved thinking; a Responses reasoning item after the message). */
+  reasoningAfterText?: boolean;
   /** Emitted after reasoning and text; arguments are streamed in 2+ delta chunks. */
   toolCalls?: MockToolCall[];
-  /** Default "end" (tool_use / tool_calls when toolCalls are present); "maxTokens" → max_tokens / length / response.incomplete. */
-  stop?: "end" | "maxTokens";
+  /**
+   * Default "end" (tool_use / tool_calls when toolCalls are present); "maxTokens" → max_tokens /
+   * length / response.incomplete (max_output_tokens); "refusal" → Anthropic stop_reason "refusal",
+   * Chat finish_reason "content_filter", Responses response.incomplete with `incompleteReason`
+   * (default "content_filter"). What the reply streamed before (text, tool calls) still goes out.
+   */
+  stop?: "end" | "maxTokens" | "refusal";
+  /** Responses: incomplete_details.reason of a "refusal" stop. */
+  incompleteReason?: string;
+  /**
+   * Text the model sends before `text` as commentary: Responses gets two message items with
+   * `phase: "commentary"` and `phase: "final_answer"` (as gpt-5 codex models send them); Anthropic
+   * a text block before the answer's; Chat a delta before the answer's.
+   */
+  commentary?: string;
+  /** Chat: `delta.content` as typed parts (Mistral magistral): text parts, and the reasoning as `thinking` parts. */
+  chatContentParts?: boolean;
+  /** Chat: the delta field that carries the reasoning (default reasoning_content). */
+  chatReasoningField?: "reasoning_content" | "reasoning";
   /** `input` is the total input including cached tokens; each API gets its own split. */
   usage?: { input?: number; output?: number; cached?: number; cacheWrite?: number; reasoning?: number };
   /** Delay between SSE events. */
@@ -81,6 +100,10 @@ export interface MockError {
   message?: string;
   /** The provider's "prompt too long" 400 body. */
   contextOverflow?: boolean;
+  /** The error body's type (Anthropic error.type, OpenAI error.type), instead of the one the status implies. */
+  type?: string;
+  /** OpenAI error.code, instead of the one the status implies (e.g. "insufficient_quota" on a 429). */
+  code?: string;
 }
 
 /**
@@ -137,6 +160,12 @@ export interface MockModelServer {
   contextLimit: number | null;
   /** Requests rejected for exceeding `contextLimit`. */
   overflowed: RecordedRequest[];
+  /**
+   * Chat Completions as DeepSeek's thinking mode behaves: an assistant message with `tool_calls`
+   * but no `reasoning_content` is rejected with its 400 (the reasoning of a tool-calling exchange
+   * must be sent back). Off by default.
+   */
+  chatRequiresReasoningContent: boolean;
   reset(): void;
   close(): Promise<void>;
 }
@@ -230,6 +259,7 @@ function parseArgsObject(args: string): unknown {
 
 function anthropicStopReason(reply: MockReply): string {
   if (reply.stop === "maxTokens") return "max_tokens";
+  if (reply.stop === "refusal") return "refusal";
   return reply.toolCalls?.length ? "tool_use" : "end_turn";
 }
 
@@ -276,18 +306,21 @@ function renderAnthropic(ctx: RenderCtx, reply: MockReply): Frame[] {
   const delta = (d: object, textDelta?: string) => frames.push(ev("content_block_delta", { index, delta: d }, textDelta));
   const stopBlock = () => frames.push(ev("content_block_stop", { index: index++ }));
 
-  if (reply.reasoning) {
+  const thinking = () => {
+    if (!reply.reasoning) return;
     startBlock({ type: "thinking", thinking: "", signature: "" });
     for (const t of thinkingChunks(reply)) delta({ type: "thinking_delta", thinking: t });
     delta({ type: "signature_delta", signature: reply.reasoning.signature ?? `sig_mock_${ctx.seq}` });
     stopBlock();
-  }
-  const text = chunksOf(reply.text);
-  if (text.length) {
+  };
+  if (!reply.reasoningAfterText) thinking();
+  for (const text of [chunksOf(reply.commentary), chunksOf(reply.text)]) {
+    if (!text.length) continue;
     startBlock({ type: "text", text: "" });
     for (const t of text) delta({ type: "text_delta", text: t }, t);
     stopBlock();
   }
+  if (reply.reasoningAfterText) thinking();
   const messageDelta = ev("message_delta", {
     delta: { stop_reason: reply.stopReasonBeforeToolCall ? "end_turn" : anthropicStopReason(reply), stop_sequence: null },
     usage: { output_tokens: usageOf(reply).output },
@@ -309,6 +342,7 @@ function anthropicMessageJson(ctx: RenderCtx, reply: MockReply): object {
   if (reply.reasoning) {
     content.push({ type: "thinking", thinking: thinkingChunks(reply).join(""), signature: reply.reasoning.signature ?? `sig_mock_${ctx.seq}` });
   }
+  if (reply.commentary) content.push({ type: "text", text: reply.commentary });
   const text = chunksOf(reply.text);
   if (text.length) content.push({ type: "text", text: text.join("") });
   for (const tc of planToolCalls(reply, "toolu", ctx.seq)) {
@@ -397,13 +431,15 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
   const ev = (type: string, rest: object, textDelta?: string) =>
     frames.push({ event: type, data: { type, sequence_number: seqNo++, ...rest }, textDelta });
   const output: Record<string, unknown>[] = [];
-  const truncated = reply.stop === "maxTokens";
+  const truncated = reply.stop === "maxTokens" || reply.stop === "refusal";
+  const incompleteReason = reply.stop === "refusal" ? (reply.incompleteReason ?? "content_filter") : "max_output_tokens";
 
   ev("response.created", { response: responseObject(ctx, reply, {}) });
   ev("response.in_progress", { response: responseObject(ctx, reply, {}) });
 
   const r = reply.reasoning;
-  if (r) {
+  const reasoningItem = () => {
+    if (!r) return;
     const output_index = output.length;
     const item_id = `rs_mock_${ctx.seq}_${output_index}`;
     ev("response.output_item.added", { output_index, item: { id: item_id, type: "reasoning", summary: [] } });
@@ -427,29 +463,33 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
     if (r.encryptedContent !== undefined) item.encrypted_content = r.encryptedContent;
     ev("response.output_item.done", { output_index, item });
     output.push(item);
-  }
+  };
+  if (!reply.reasoningAfterText) reasoningItem();
 
-  const text = chunksOf(reply.text);
   const toolCalls = planToolCalls(reply, "call", ctx.seq);
-  if (text.length || (reply.stopReasonBeforeToolCall && toolCalls.length)) {
+  const message = (text: string[], phase: string | null, last: boolean) => {
     const output_index = output.length;
     const item_id = `msg_mock_${ctx.seq}_${output_index}`;
     const full = text.join("");
     const at = { item_id, output_index, content_index: 0 };
+    const phased = phase ? { phase } : {};
     ev("response.output_item.added", {
       output_index,
-      item: { id: item_id, type: "message", status: "in_progress", content: [], role: "assistant" },
+      item: { id: item_id, type: "message", status: "in_progress", content: [], role: "assistant", ...phased },
     });
     ev("response.content_part.added", { ...at, part: { type: "output_text", annotations: [], logprobs: [], text: "" } });
     for (const d of text) ev("response.output_text.delta", { ...at, delta: d, logprobs: [] }, d);
     ev("response.output_text.done", { ...at, text: full, logprobs: [] });
     const part = { type: "output_text", annotations: [], logprobs: [], text: full };
     ev("response.content_part.done", { ...at, part });
-    const last = toolCalls.length === 0;
-    const item = { id: item_id, type: "message", status: truncated && last ? "incomplete" : "completed", content: [part], role: "assistant" };
+    const item = { id: item_id, type: "message", status: truncated && last ? "incomplete" : "completed", content: [part], role: "assistant", ...phased };
     ev("response.output_item.done", { output_index, item });
     output.push(item);
-  }
+  };
+  const text = chunksOf(reply.text);
+  if (reply.commentary) message(chunksOf(reply.commentary), "commentary", false);
+  if (text.length || (reply.stopReasonBeforeToolCall && toolCalls.length)) message(text, reply.commentary ? "final_answer" : null, toolCalls.length === 0);
+  if (reply.reasoningAfterText) reasoningItem();
 
   toolCalls.forEach((tc, i) => {
     const output_index = output.length;
@@ -466,7 +506,7 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
 
   const final = responseObject(ctx, reply, {
     status: truncated ? "incomplete" : "completed",
-    incomplete_details: truncated ? { reason: "max_output_tokens" } : null,
+    incomplete_details: truncated ? { reason: incompleteReason } : null,
     output,
     usage: responsesUsage(reply),
   });
@@ -479,6 +519,7 @@ function renderResponses(ctx: RenderCtx, reply: MockReply): { frames: Frame[]; o
 
 function chatFinishReason(reply: MockReply): string {
   if (reply.stop === "maxTokens") return "length";
+  if (reply.stop === "refusal") return "content_filter";
   return reply.toolCalls?.length ? "tool_calls" : "stop";
 }
 
@@ -509,8 +550,16 @@ function renderChat(ctx: RenderCtx, reply: MockReply): Frame[] {
     frames.push({ data: { ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason }] }, textDelta });
 
   chunk({ role: "assistant", content: "", refusal: null });
-  for (const t of thinkingChunks(reply)) chunk({ reasoning_content: t });
-  for (const t of chunksOf(reply.text)) chunk({ content: t }, null, t);
+  const parts = reply.chatContentParts === true;
+  const thinking = () => {
+    for (const t of thinkingChunks(reply)) {
+      if (parts) chunk({ content: [{ type: "thinking", thinking: [{ type: "text", text: t }] }] });
+      else chunk({ [reply.chatReasoningField ?? "reasoning_content"]: t });
+    }
+  };
+  if (!reply.reasoningAfterText) thinking();
+  for (const t of [...chunksOf(reply.commentary), ...chunksOf(reply.text)]) chunk({ content: parts ? [{ type: "text", text: t }] : t }, null, t);
+  if (reply.reasoningAfterText) thinking();
   if (reply.stopReasonBeforeToolCall) chunk({}, "stop");
   planToolCalls(reply, "call", ctx.seq).forEach((tc, index) => {
     chunk({ tool_calls: [{ index, id: tc.id, type: "function", function: { name: tc.name, arguments: "" } }] });
@@ -524,10 +573,10 @@ function renderChat(ctx: RenderCtx, reply: MockReply): Frame[] {
 
 function chatCompletionJson(ctx: RenderCtx, reply: MockReply): object {
   const tools = planToolCalls(reply, "call", ctx.seq);
-  const text = chunksOf(reply.text);
+  const text = [...chunksOf(reply.commentary), ...chunksOf(reply.text)];
   const reasoning = thinkingChunks(reply);
   const message: Record<string, unknown> = { role: "assistant", content: text.length ? text.join("") : null, refusal: null };
-  if (reasoning.length) message.reasoning_content = reasoning.join("");
+  if (reasoning.length) message[reply.chatReasoningField ?? "reasoning_content"] = reasoning.join("");
   if (tools.length) message.tool_calls = tools.map((tc) => ({ id: tc.id, type: "function", function: { name: tc.name, arguments: tc.args } }));
   return {
     id: reply.id ?? `chatcmpl-mock-${ctx.seq}`,
@@ -603,6 +652,7 @@ class MockModelServerImpl implements MockModelServer {
   onChunk?: (info: ChunkSentInfo) => void;
   contextLimit: number | null = null;
   readonly overflowed: RecordedRequest[] = [];
+  chatRequiresReasoningContent = false;
 
   private readonly queue: MockStep[] = [];
   private readonly sockets = new Set<Socket>();
@@ -727,6 +777,13 @@ class MockModelServerImpl implements MockModelServer {
             : "Your input exceeds the context window of this model. Please adjust your input and try again.";
       return this.sendError(res, api, seq, { kind: "error", status: 400, contextOverflow: true, message });
     }
+    if (api === "openai-chat" && this.chatRequiresReasoningContent && Array.isArray(body.messages)) {
+      const at = body.messages.findIndex((m: any) => m?.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length > 0 && typeof m.reasoning_content !== "string");
+      if (at >= 0) {
+        const message = `Missing \`reasoning_content\` field in the assistant message at message index ${at}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls`;
+        return this.sendError(res, api, seq, { kind: "error", status: 400, message });
+      }
+    }
     const refusal = api === "anthropic" ? anthropicThinkingRefusal(body) : null;
     if (refusal !== null) return this.sendError(res, api, seq, { kind: "error", status: 400, message: refusal });
     let step: MockStep = this.queue.shift() ?? this.defaultReply;
@@ -768,7 +825,7 @@ class MockModelServerImpl implements MockModelServer {
     if (step.retryAfterSeconds !== undefined) headers["retry-after"] = String(step.retryAfterSeconds);
     if (step.retryAfterMs !== undefined) headers["retry-after-ms"] = String(step.retryAfterMs);
     if (api === "anthropic") {
-      const type = step.contextOverflow ? "invalid_request_error" : anthropicErrorType(step.status);
+      const type = step.type ?? (step.contextOverflow ? "invalid_request_error" : anthropicErrorType(step.status));
       const message = step.message ?? (step.contextOverflow ? "prompt is too long: 250000 tokens > 200000 maximum" : `mock ${type}`);
       return sendJson(res, step.status, { type: "error", error: { type, message }, request_id: `req_mock_${seq}` }, headers);
     }
@@ -779,7 +836,13 @@ class MockModelServerImpl implements MockModelServer {
           param: api === "openai-chat" ? "messages" : "input",
           code: "context_length_exceeded",
         }
-      : { message: step.message ?? `mock error ${step.status}`, param: null, ...openaiErrorTypeAndCode(step.status) };
+      : {
+          message: step.message ?? `mock error ${step.status}`,
+          param: null,
+          ...openaiErrorTypeAndCode(step.status),
+          ...(step.type !== undefined ? { type: step.type } : {}),
+          ...(step.code !== undefined ? { code: step.code } : {}),
+        };
     return sendJson(res, step.status, { error }, headers);
   }
 

@@ -26,6 +26,15 @@ describe("runProcess", () => {
     expect(chunks.join("")).toBe("ab");
   });
 
+  it("passes `stdin` whole (past the kernel's 128 KiB limit on one argument or variable) and closes it; without it stdin is empty", async () => {
+    const input = JSON.stringify({ patch: "p".repeat(300 * 1024) });
+    const r = await bash("wc -c", { stdin: input });
+    expect(r.stdout.text.trim()).toBe(String(Buffer.byteLength(input)));
+    expect((await bash("wc -c")).stdout.text.trim()).toBe("0");
+    // A process that never reads its input still ends normally (no EPIPE surfaces).
+    expect((await bash("exit 0", { stdin: "x".repeat(1024 * 1024) })).exitCode).toBe(0);
+  });
+
   it("reports a spawn failure as a value", async () => {
     const r = await runProcess({ file: "definitely-not-a-program-xyz", args: [], cwd: process.cwd(), timeoutMs: 5_000 });
     expect(r.spawnError?.code).toBe("ENOENT");
