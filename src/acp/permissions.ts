@@ -17,6 +17,7 @@
 import type { PermissionOption, RequestPermissionOutcome, ToolCallUpdate } from "@agentclientprotocol/sdk/unstable";
 import type { CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams } from "../protocol/tools.js";
 import type { FileUpdateChange } from "../protocol/items.js";
+import { scriptOf } from "../tools/shell-invocation.js";
 
 /** A Codex command decision: a name, or the amendment object (issue 25's persisted rules). */
 export type CommandDecision = string | { acceptWithExecpolicyAmendment: { execpolicy_amendment: string[] } };
@@ -85,9 +86,9 @@ export function commandQuestion(p: CommandParams): PermissionQuestion<{ decision
   return {
     toolCall: {
       toolCallId: p.itemId,
-      title: p.command ?? "Run a command",
+      title: p.command ? scriptOf(p.command) : "Run a command",
       kind: "execute",
-      rawInput: { command: p.command ?? null, cwd: p.cwd ?? null, ...(p.reason ? { reason: p.reason } : {}) },
+      rawInput: { command: p.command ? scriptOf(p.command) : null, cwd: p.cwd ?? null, ...(p.reason ? { reason: p.reason } : {}) },
       ...(p.reason ? { content: [{ type: "content" as const, content: { type: "text" as const, text: p.reason } }] } : {}),
     },
     options,

@@ -17,6 +17,7 @@ import type { ContentBlock, SessionUpdate, ToolCall, ToolCallContent, ToolCallSt
 import type { CommandAction, ThreadItem } from "../protocol/items.js";
 import path from "node:path";
 import { changeKind, changeLocations, changeTitle, diffContent } from "./diff.js";
+import { scriptOf } from "../tools/shell-invocation.js";
 
 /** Command output shown in a text block: its last 32 KiB (the full output is in rawOutput). */
 const OUTPUT_TAIL = 32 * 1024;
@@ -45,7 +46,7 @@ function commandKind(actions: CommandAction[]): ToolKind {
 }
 
 function commandTitle(item: CommandItem): string {
-  if (item.commandActions.length === 0 || item.commandActions.some((a) => a.type === "unknown")) return item.command;
+  if (item.commandActions.length === 0 || item.commandActions.some((a) => a.type === "unknown")) return scriptOf(item.command);
   return item.commandActions
     .map((a) => {
       if (a.type === "read") return `Read ${a.name}`;
@@ -169,7 +170,8 @@ export class ItemProjector {
           title: commandTitle(item),
           kind: commandKind(item.commandActions),
           status: final ? statusOf(item.status) : "in_progress",
-          rawInput: { command: item.command, cwd: item.cwd },
+          // The script the model wrote, not the `/bin/bash -lc '…'` invocation Codex's item carries.
+          rawInput: { command: scriptOf(item.command), cwd: item.cwd },
           locations: item.commandActions.filter((a) => a.type === "read").map((a) => ({ path: path.resolve(item.cwd, (a as { path: string }).path) })),
         };
         if (terminal) {

@@ -183,6 +183,8 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     expect(asked.options.map((o) => o.kind).sort()).toEqual(["allow_always", "allow_once", "reject_always", "reject_once"]);
     const [firstCall] = toolCallIds(sessionId);
     expect(asked.toolCall.toolCallId).toBe(firstCall);
+    // The editor is shown the script the model wrote, not Codex's `/bin/bash -lc '…'` invocation.
+    expect(asked.toolCall).toMatchObject({ title: MARK_COMMAND, rawInput: { command: MARK_COMMAND, cwd } });
     const first = a.toolCall(sessionId, firstCall!);
     expect(first[0]).toMatchObject({ sessionUpdate: "tool_call", kind: "execute", title: MARK_COMMAND, status: "in_progress", rawInput: { command: MARK_COMMAND, cwd } });
     expect(last(first)).toMatchObject({ sessionUpdate: "tool_call_update", status: "completed", rawOutput: { exitCode: 0 } });
