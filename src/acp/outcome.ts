@@ -9,7 +9,8 @@ export function stopReasonOf(turn: Turn, cancelled: boolean): StopReason {
   const reason: string | null | undefined = turn.stopReason;
   if (reason === "maxTokens") return "max_tokens";
   if (reason === "maxTurns") return "max_turn_requests";
-  if (reason === "refusal") return "refusal";
+  // The provider refused or filtered the answer (the turn failed with stopReason "refused").
+  if (reason === "refused") return "refusal";
   if (turn.status === "failed") throw RequestError.internalError({ turnId: turn.id, error: turn.error }, turn.error?.message ?? "the turn failed");
   return "end_turn";
 }

@@ -148,6 +148,13 @@ describe.each<Mode>(["embedded", "remote"])("app-server acp (%s)", (mode) => {
     expect(listed.sessions.map((s) => [s.sessionId, s.title])).toEqual([[created.sessionId, "Say hello"]]);
   });
 
+  it("a refused answer ends the prompt with the refusal stop reason, its streamed text kept", async () => {
+    const sessionId = await newSession(workspace());
+    r.mock.enqueue({ text: ["I will not ", "do that"], stop: "refusal" });
+    expect((await prompt(sessionId, "Do the forbidden thing")).stopReason).toBe("refusal");
+    expect(a.agentText(sessionId)).toContain("I will not do that");
+  });
+
   it("a prompt's image and embedded context (an editor's unsaved buffer) reach the model", async () => {
     const cwd = workspace();
     const sessionId = await newSession(cwd);

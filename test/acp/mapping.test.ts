@@ -159,7 +159,7 @@ describe("stop reasons", () => {
     expect(stopReasonOf(turn("completed", "finalAnswer"), false)).toBe("end_turn");
     expect(stopReasonOf(turn("failed", "maxTokens"), false)).toBe("max_tokens");
     expect(stopReasonOf(turn("failed", "maxTurns"), false)).toBe("max_turn_requests");
-    expect(stopReasonOf(turn("completed", "refusal"), false)).toBe("refusal");
+    expect(stopReasonOf(turn("failed", "refused"), false)).toBe("refusal");
     expect(stopReasonOf(turn("interrupted", "interrupted"), false)).toBe("cancelled");
     expect(stopReasonOf(turn("completed", "finalAnswer"), true)).toBe("cancelled");
     expect(() => stopReasonOf(turn("failed", "error"), false)).toThrow(RequestError);
