@@ -10,7 +10,8 @@
  * and whose default provider has no key, one whose provider is a keyless local server. (One file
  * over ~300 lines: a browser and three servers take longer to start than these tests to run.)
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -324,6 +325,40 @@ describe.skipIf("unavailable" in launched)("playground conveniences in headless 
     await again.locator('#conn-status[data-state="connected"]').waitFor();
     expect(await again.locator("#recent-cwds option").evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).toEqual([folder]);
     await again.close();
+    expect(errors).toEqual([]);
+  });
+
+  it("offers to save a rule for a command; the next command it covers runs without a card", async () => {
+    // Outside the server's home, which tools may not touch.
+    const folder = mkdtempSync(path.join(os.tmpdir(), "rules-project-"));
+    const { page, errors } = await open(h.ts.httpUrl);
+    await page.goto(`${h.ts.httpUrl}/`);
+    await page.locator('#conn-status[data-state="connected"]').waitFor();
+    await page.fill("#new-cwd", folder);
+    await page.selectOption("#new-approval", "untrusted");
+    h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "touch ruled.txt" } }] }, { text: "first done" });
+    await page.fill("#input", "Touch it");
+    await page.press("#input", "Enter");
+    const card = page.locator(".approval-card");
+    await card.waitFor();
+    const rule = card.locator('button[data-decision="rule"]');
+    expect(await rule.textContent()).toBe("Always allow “touch ruled.txt …”");
+    await rule.click();
+    await page.locator(".item-agentMessage .text", { hasText: "first done" }).waitFor();
+    expect(await card.locator(".approval-status").textContent()).toBe("You chose: Always allow “touch ruled.txt …”.");
+    // The saved rule answers the next matching command: it runs, and no card appears.
+    h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "touch ruled.txt" } }] }, { text: "second done" });
+    await sendAndWait(page, "Again");
+    await page.locator(".item-agentMessage .text", { hasText: "second done" }).waitFor();
+    expect(await page.locator(".approval-card").count()).toBe(1);
+    expect(await page.locator('.item-commandExecution .badge', { hasText: "exit 0" }).count()).toBe(2);
+    const client = await TestClient.initialized(h.ts.url);
+    try {
+      const rules = (await client.request("execpolicy/rule/list", {})) as { data: Array<{ pattern: string[] }> };
+      expect(rules.data.map((r) => r.pattern)).toContainEqual(["touch", "ruled.txt"]);
+    } finally {
+      await client.close();
+    }
     expect(errors).toEqual([]);
   });
 

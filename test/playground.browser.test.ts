@@ -13,7 +13,8 @@
  * npm package @sparticuz/chromium, else a chromium on PATH. When none can start, the file is
  * skipped with the reason printed — except with REQUIRE_BROWSER=1 (.ci/run), where that fails.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -300,6 +301,8 @@ describe.skipIf("unavailable" in launched)("web playground in headless Chromium"
   });
 
   it("asks before a patch inside its block, shows the diff once, applies it once accepted", async () => {
+    // A workspace of its own: the server's home (a new thread's default folder here) is hidden from tools.
+    await page.fill("#new-cwd", mkdtempSync(path.join(os.tmpdir(), "playground-ws-")));
     await page.selectOption("#new-approval", "untrusted");
     await page.click("#new-thread");
     await page.locator("#thread-meta", { hasText: "approval: untrusted" }).waitFor();

@@ -47,8 +47,16 @@ function showApproval(method, params, id, answer) {
   const allowed = isCommand && params.availableDecisions?.length ? params.availableDecisions : DECISIONS.map((d) => d[0]);
   const status = h("div", { class: "approval-status" });
   const buttons = DECISIONS.filter(([d]) => allowed.includes(d)).map(([decision, label, cls]) =>
-    h("button", { type: "button", class: cls, dataset: { decision }, onclick: () => choose(decision) }, label),
+    h("button", { type: "button", class: cls, dataset: { decision }, onclick: () => choose(decision, label) }, label),
   );
+  // "Don't ask again for commands like this": the server proposes a prefix rule (Codex's
+  // acceptWithExecpolicyAmendment); choosing it saves the rule and runs this command.
+  const rule = allowed.find((d) => typeof d === "object" && d !== null && Array.isArray(d.acceptWithExecpolicyAmendment?.execpolicy_amendment));
+  if (rule) {
+    const prefix = rule.acceptWithExecpolicyAmendment.execpolicy_amendment.join(" ");
+    const label = `Always allow “${prefix} …”`;
+    buttons.splice(1, 0, h("button", { type: "button", dataset: { decision: "rule" }, title: `Saves a rule: commands that start with ${prefix} run without asking`, onclick: () => choose(rule, label) }, label));
+  }
   const changes = !isCommand && !inItem ? item?.lastItem?.changes : null;
   const el = h(
     "div",
@@ -84,10 +92,10 @@ function showApproval(method, params, id, answer) {
       status.textContent = "Disconnected: reconnect to answer (the request is sent again).";
     },
   };
-  function choose(decision) {
+  function choose(decision, label) {
     if (card.done) return;
     finish();
-    status.textContent = `You chose: ${DECISIONS.find((d) => d[0] === decision)[1]}.`;
+    status.textContent = `You chose: ${label}.`;
     answer({ decision });
   }
   state.approvals.set(id, card);
