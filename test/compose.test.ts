@@ -263,9 +263,11 @@ describe("docker-compose.yml", () => {
       expect([config.authTokenFile, ...(config.secretFiles ?? [])].sort()).toEqual([path.join(dir, "app_server_token"), path.join(dir, "postgres_password")].sort());
       expect(config.modelProvider).toBe("openai");
       expect(config.model).toBe(DEFAULT_MODELS.openai);
-      // Without the token file, listening on all interfaces is refused.
+      // Without the token file the server still requires a token (generated into the home at first
+      // start); only an explicit APP_SERVER_AUTH=none on all interfaces is refused.
       const { APP_SERVER_AUTH_TOKEN_FILE: _token, ...noToken } = containerEnv;
-      expect(() => resolveServeConfig(cmd.slice(3), noToken)).toThrow(/authentication|auth/i);
+      expect(resolveServeConfig(cmd.slice(3), noToken).auth ?? "token").toBe("token"); // unset: the default, `token`
+      expect(() => resolveServeConfig(cmd.slice(3), { ...noToken, APP_SERVER_AUTH: "none" })).toThrow(/without authentication/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -75,6 +75,8 @@ export class McpServerConnection {
   retryAt: number | null = null;
   private client: Client | null = null;
   private attempt: Promise<void> | null = null;
+  /** The start attempt under way: close() aborts it and closes its client (its process dies with it). */
+  private starting: { client: Client; abort: AbortController } | null = null;
   private failures = 0;
   private readyAt = 0;
   private everReady = false;
@@ -123,9 +125,14 @@ export class McpServerConnection {
     const client = this.client;
     this.client = null;
     this.pid = null;
+    // A start attempt under way stops too: nothing spawned by this server outlives close() (a
+    // slow server would otherwise run on until its startup timeout, after the app server stopped).
+    const starting = this.starting;
+    this.starting = null;
+    starting?.abort.abort();
     this.settleFirst();
     if (this.state !== "disabled" && this.state !== "stopped") this.setState("stopped");
-    await client?.close().catch(() => {});
+    await Promise.all([client?.close().catch(() => {}), starting?.client.close().catch(() => {})]);
   }
 
   async callTool(tool: string, args: Record<string, unknown>, signal: AbortSignal, onProgress?: (message: string) => void): Promise<CallToolResult> {
@@ -201,13 +208,15 @@ export class McpServerConnection {
     this.stderrTail = "";
     this.setState("starting");
     const client = this.newClient();
+    const starting = { client, abort: new AbortController() };
+    this.starting = starting;
     let timer: NodeJS.Timeout | undefined;
     let pid: number | null = null;
     let tools: Tool[];
     try {
       tools = await Promise.race([
         (async () => {
-          pid = await connectTransport(client, this.config, this.deps, (text) => this.onStderr(text));
+          pid = await connectTransport(client, this.config, this.deps, (text) => this.onStderr(text), starting.abort.signal);
           return listAllTools(client);
         })(),
         new Promise<never>((_, reject) => {
@@ -220,6 +229,7 @@ export class McpServerConnection {
       return;
     } finally {
       clearTimeout(timer);
+      if (this.starting === starting) this.starting = null;
     }
     if (generation !== this.generation) {
       await client.close().catch(() => {}); // stopped while starting

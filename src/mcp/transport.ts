@@ -35,7 +35,13 @@ export interface TransportDeps {
  * server writes to stderr, from its first byte (a server that fails to start says why there).
  * Returns the pid of the spawned process (bwrap's, for a sandboxed server), null over HTTP.
  */
-export async function connectTransport(client: Client, c: McpServerConfig, deps: TransportDeps, onStderr: (text: string) => void): Promise<number | null> {
+export async function connectTransport(
+  client: Client,
+  c: McpServerConfig,
+  deps: TransportDeps,
+  onStderr: (text: string) => void,
+  signal?: AbortSignal,
+): Promise<number | null> {
   if (c.kind === "http") {
     try {
       await client.connect(new StreamableHTTPClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }));
@@ -48,6 +54,8 @@ export async function connectTransport(client: Client, c: McpServerConfig, deps:
   }
   const { sandbox, env } = await stdioSandbox(c, deps.homesDir);
   const spec = await deps.runner.spawnSpec([c.command, ...c.args], sandbox, c.cwd!, env);
+  // Stopped while the sandbox was being prepared: spawn nothing.
+  if (signal?.aborted) throw new Error(`MCP server ${c.name} was stopped while starting`);
   const transport = new StdioClientTransport({ ...spec, stderr: "pipe" });
   transport.stderr?.on("data", (chunk: Buffer) => onStderr(chunk.toString("utf8")));
   await client.connect(transport);

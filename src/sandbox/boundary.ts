@@ -57,6 +57,7 @@ export class TrustBoundary {
   readonly maxPatchBytes: number;
   private readonly configs = new Set<string>();
   private readonly tmpDirs = new Map<string, Promise<string>>();
+  private tmpRemoved = false;
 
   constructor(opts: TrustBoundaryOptions = {}) {
     this.hidden = [...new Set([...(opts.hidden ?? []), ...SYSTEM_SECRETS].flatMap(withRealPath))];
@@ -81,6 +82,8 @@ export class TrustBoundary {
    */
   privateTmp(scope: string): Promise<string> | null {
     if (this.tmpBase === null) return null;
+    // After shutdown removed them, nothing may make one again (a late spawn would leave it behind).
+    if (this.tmpRemoved) return Promise.reject(new Error("the server is shutting down: no private /tmp"));
     const safe = scope.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 100) || "server";
     let dir = this.tmpDirs.get(safe);
     if (!dir) {
@@ -95,6 +98,7 @@ export class TrustBoundary {
   /** Removes every private /tmp this process made (at shutdown). */
   async removePrivateTmp(): Promise<void> {
     if (this.tmpBase === null) return;
+    this.tmpRemoved = true;
     this.tmpDirs.clear();
     await rm(this.tmpBase, { recursive: true, force: true });
   }
