@@ -13,7 +13,7 @@
 #
 # Node.js: the LTS line 24, pinned to a release (24.21.0, its newest on the npm registry as of
 # Dec 2026: 24.11.1 missed ten months of security releases); bump both FROM lines together.
-# docker-compose.yml next to this file runs it with Postgres; see README "Run with Docker".
+# docker-compose.yml next to this file runs it with Postgres; see docs/self-hosting.md.
 
 # ---- build: dev dependencies (TypeScript) and dist/ ----
 FROM node:24.21.0-slim AS build

@@ -211,7 +211,7 @@ describe("app-server exec and threads against a server (--url)", () => {
 
   it("the README's dozen-line client runs a turn, approval included", async () => {
     const readme = readFileSync(path.join(REPO_ROOT, "README.md"), "utf8");
-    const section = readme.slice(readme.indexOf("## Writing your own client"));
+    const section = readme.slice(readme.indexOf("**Your own client.**"));
     const code = section.match(/```js\n([\s\S]*?)```/)![1]!;
     expect(code.split("\n").filter(Boolean).length).toBeLessThanOrEqual(13);
     // Written inside the repository so that `import "ws"` resolves.

@@ -296,7 +296,7 @@ describe(".env.example", () => {
   });
 
   it("names only variables that something reads (no typos)", () => {
-    const sources = [composeText, read("src/config.ts"), read("src/server.ts"), read("src/log.ts"), read("README.md")].join("\n");
+    const sources = [composeText, read("src/config.ts"), read("src/server.ts"), read("src/log.ts"), read("README.md"), read("docs/configuration.md")].join("\n");
     for (const name of assignments.keys()) expect(sources, `${name} is read by nothing`).toContain(name);
   });
 
@@ -389,10 +389,10 @@ describe(".dockerignore", () => {
 });
 
 describe("README", () => {
-  it("has the Run with Docker section after Configuration", () => {
+  it("has the Self-host section, with the compose commands, after Configure", () => {
     const readme = read("README.md");
-    const docker = readme.indexOf("\n## Run with Docker\n");
-    expect(docker).toBeGreaterThan(readme.indexOf("\n## Configuration\n"));
-    expect(readme.slice(docker)).toMatch(/docker compose up/);
+    const selfHost = readme.indexOf("\n## Self-host\n");
+    expect(selfHost).toBeGreaterThan(readme.indexOf("\n## Configure\n"));
+    expect(readme.slice(selfHost)).toMatch(/docker compose up/);
   });
 });
