@@ -2,7 +2,8 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingApiKeyWarning, resolveServeConfig } from "./config.js";
-import { createLogger, routeConsoleWarnings } from "./log.js";
+import { createLogger, routeConsoleWarnings, type Logger } from "./log.js";
+import { listeningBanner } from "./playground-address.js";
 import { describeStartError } from "./start-error.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
@@ -54,6 +55,8 @@ Usage:
   app-server threads [options]           list threads
   app-server generate-json-schema --out DIR
                                          write the protocol's JSON Schema files to DIR
+  app-server app-server [options]        what Codex's IDE extension runs as \`codex app-server\`:
+                                         stdio by default, Codex's flags (--listen, -c …)
   app-server --help | --version
 
 Run \`app-server COMMAND --help\` for a command's options.
@@ -176,21 +179,24 @@ export async function main(argv: string[]): Promise<number> {
   return 2;
 }
 
+/** How long a stop during start-up may take before the process exits anyway (a safety net). */
+const STARTUP_STOP_DEADLINE_MS = 5_000;
+
 async function serve(args: string[]): Promise<number> {
   if (wantsHelp(args)) {
     process.stdout.write(HELP.serve);
     return 0;
   }
-  let log = createLogger();
+  // Every start-up error is one line on stderr (`app-server: …`), printed once; logs come after.
+  let log: Logger;
   let config;
   try {
+    log = createLogger();
     const keyFiles = loadApiKeyFiles(process.env);
     config = resolveServeConfig(args, process.env);
     if (keyFiles.length > 0) config.secretFiles = [...(config.secretFiles ?? []), ...keyFiles];
   } catch (err) {
-    const message = err instanceof ConfigError || err instanceof TypeError ? err.message : String(err);
-    log.error({}, message);
-    process.stderr.write(`app-server: ${message}\n`);
+    process.stderr.write(`app-server: ${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
   }
   let worker: typeof import("./workers.js") | undefined;
@@ -200,50 +206,75 @@ async function serve(args: string[]): Promise<number> {
     if (!worker.isWorkerProcess()) return worker.runPrimary(config.workers, log);
     log = log.child({ worker: Number(process.env.APP_SERVER_WORKER) || undefined });
   }
-  // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
-  routeConsoleWarnings(log);
-  const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
-  if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
   let stopping = false;
   let server: RunningServer | undefined;
+  // A signal during start-up stops the start-up: startServer unwinds and closes what it opened.
+  const startup = new AbortController();
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
   const stop = async (reason: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ reason }, "shutting down");
+    if (!server) {
+      startup.abort(new Error(`stopped during start-up (${reason})`));
+      // Nothing should take this long (a database connection is abandoned at once); if something
+      // does, the process still ends.
+      setTimeout(() => {
+        log.warn({ deadlineMs: STARTUP_STOP_DEADLINE_MS }, "start-up did not stop in time: exiting");
+        process.exit(1);
+      }, STARTUP_STOP_DEADLINE_MS).unref();
+      return;
+    }
     try {
-      await server?.close();
+      await server.close();
       resolveDone(0);
     } catch (err) {
       log.error({ err }, "shutdown failed");
       resolveDone(1);
     }
   };
+  // Before anything is logged: a signal that finds no handler kills the process on the spot, and
+  // whoever watches the log may signal as soon as the first line appears.
   process.once("SIGTERM", () => void stop("SIGTERM"));
   process.once("SIGINT", () => void stop("SIGINT"));
+  // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
+  routeConsoleWarnings(log);
+  const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
+  if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
+  let started: RunningServer;
   try {
     const { startServer } = await import("./server.js");
-    server = await startServer({
+    started = await startServer({
       ...config,
       log,
       // The store reports through the server's log (e.g. a fresh PGlite home without a usable seed).
       database: { log, ...(config.databaseSchema ? { schema: config.databaseSchema } : {}) },
       onStdioEnd: () => void stop("stdin closed"),
+      signal: startup.signal,
     });
   } catch (err) {
-    const message = describeStartError(err, config);
-    // The stack only at debug level: at the default level one line says what failed.
-    log.error({ error: message }, "could not start");
-    log.debug({ err }, "start-up failure details");
-    process.stderr.write(`app-server: could not start: ${message}\n`);
+    if (startup.signal.aborted) {
+      log.info({}, "stopped");
+      return 0;
+    }
+    log.debug({ err }, "start-up failure details"); // the stack, at debug level only
+    process.stderr.write(`app-server: could not start: ${describeStartError(err, config)}\n`);
     return 1;
   }
+  if (startup.signal.aborted) {
+    // The signal came as the start-up finished: stop like a running server.
+    await started.close();
+    return 0;
+  }
+  server = started;
   if (worker) {
     worker.notifyReady(server.url);
     worker.stopWhenPrimaryGone((reason) => void stop(reason));
+  } else {
+    const banner = listeningBanner(server.url);
+    if (banner) process.stdout.write(banner);
   }
   log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
   return done;
 }
-

@@ -2,7 +2,6 @@
  * Composes the server: store → runtime → per-connection handlers → transport. Listens first (so
  * /healthz answers at once), then opens and migrates the store, then reports ready.
  */
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { AppContext } from "./app-context.js";
 import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
@@ -44,6 +43,7 @@ import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
 import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
+import { makeDirectory } from "./make-directory.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
@@ -63,6 +63,35 @@ export interface StartOptions extends ServerConfig {
   keepalive?: Partial<KeepaliveOptions>;
   /** Agent-loop limits (defaults: 100 model calls per turn, DEFAULT_RETRY). */
   turns?: Partial<TurnSettings>;
+  /**
+   * Stops the start-up (SIGTERM while starting): startServer then rejects with the signal's reason
+   * as soon as it can, having closed what it opened. A database connection still being made is
+   * abandoned at once; an embedded database being opened is opened and closed (a second or so).
+   */
+  signal?: AbortSignal;
+}
+
+/** Rejects as soon as `signal` fires; whatever `promise` still yields afterwards goes to `dispose`. */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, dispose: (value: T) => unknown = () => {}): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      reject(signal.reason);
+      promise.then(dispose).catch(() => {});
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Provider options beyond the SDKs' own variables. */
@@ -116,7 +145,8 @@ export interface RunningServer {
 export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const log = opts.log ?? createLogger();
   const listen = parseListen(opts.listen);
-  await mkdir(opts.home, { recursive: true, mode: 0o700 });
+  const signal = opts.signal;
+  await unlessAborted(makeDirectory(opts.home), signal);
 
   const defaultCwd = path.resolve(opts.cwd ?? process.cwd());
   let ready = false;
@@ -193,14 +223,22 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   let db: Database;
   try {
+    signal?.throwIfAborted();
     const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
-    db = await openDatabase({
+    const opening = openDatabase({
       databaseUrl: opts.databaseUrl,
       dataDir: path.join(opts.home, "pglite"),
       maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
       ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
       ...opts.database,
     });
+    // A Postgres connection (30 s to time out against an address that does not answer) is
+    // abandoned on abort; PGlite is let finish opening and then closed, never left half-written.
+    db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
+    if (signal?.aborted) {
+      await db.close();
+      signal.throwIfAborted();
+    }
   } catch (err) {
     await ws?.close();
     throw err;
@@ -292,7 +330,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // lease: never a live process's turns), then keeps heartbeating and sweeping.
   let cluster: ClusterHandle;
   try {
-    cluster = await startCluster({ db, home: opts.home, runtime, turns, log, env: process.env });
+    await unlessAborted(sandboxStatus, signal);
+    cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env }), signal, (late) => late.close());
   } catch (err) {
     await mcp.close();
     await db.close();
@@ -310,7 +349,6 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       onEnd: () => opts.onStdioEnd?.(),
     });
   }
-  await sandboxStatus;
   ready = true;
   const url = ws?.url ?? "stdio://";
   log.info({ url }, "listening");

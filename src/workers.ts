@@ -35,6 +35,7 @@
 import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "./log.js";
 import { cumulativeOnly, mergeSnapshots, renderSnapshots, workersUpSnapshot, type Metrics, type MetricsSnapshot } from "./metrics.js";
+import { listeningBanner } from "./playground-address.js";
 
 /** Restarts allowed within RESTART_WINDOW_MS before the primary gives up (a crash loop). */
 export const MAX_RESTARTS = 5;
@@ -290,6 +291,8 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
       if (!started && [...workers.values()].filter((x) => x.ready).length === count) {
         started = true;
         log.info({ url: m.url, workers: count }, "listening");
+        const banner = listeningBanner(m.url);
+        if (banner) process.stdout.write(banner);
       }
     });
   };
