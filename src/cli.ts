@@ -17,6 +17,8 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --database-schema NAME   keep the tables in this Postgres schema (created if missing)
                                                                              [APP_SERVER_DATABASE_SCHEMA]
   --home DIR               data directory, default ~/.agent-app-server       [APP_SERVER_HOME]
+  --workspace DIR          where new threads run when the client sends no cwd, default
+                           ~/agent-workspace (created at start)              [APP_SERVER_WORKSPACE]
   --model-provider P       anthropic | openai | openai-chat, default openai  [APP_SERVER_MODEL_PROVIDER]
   --model M                default model for new threads, default per provider:
                            ${Object.entries(DEFAULT_MODELS).map(([p, m]) => `${p} ${m}`).join(", ")}
@@ -40,7 +42,8 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
                            PostgreSQL and ws:// only                         [APP_SERVER_WORKERS]
   -h, --help               this help
 
-New threads run in the directory serve was started from unless the client sends a cwd.
+New threads run in the client's cwd, else in the workspace (never the directory serve was
+started from).
 Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr
 (APP_SERVER_LOG_LEVEL=debug adds details, such as the stack of a start-up failure).
@@ -275,6 +278,6 @@ async function serve(args: string[]): Promise<number> {
     const banner = listeningBanner(server.url);
     if (banner) process.stdout.write(banner);
   }
-  log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
+  log.info({ cwd: server.app.defaultCwd }, `new threads run in ${server.app.defaultCwd} unless the client sends a cwd`);
   return done;
 }

@@ -36,12 +36,25 @@ export function missingApiKeyWarning(modelProvider: string, env: NodeJS.ProcessE
   return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is${local}`;
 }
 
+/**
+ * Where a new thread runs when its client sends no cwd: never the directory the server was
+ * started from (with `npm start`, its own checkout: a first prompt could edit the server), and not
+ * the user's home either — under workspace-write every file of it would be writable, ~/.bashrc and
+ * ~/.ssh included, which a later login runs outside any sandbox. A folder of its own instead,
+ * created at start; the user's projects go there or are picked per thread.
+ */
+export function defaultWorkspace(): string {
+  return path.join(os.homedir(), "agent-workspace");
+}
+
 export interface ServerConfig {
   listen: string;
   databaseUrl: string | undefined;
   /** Postgres schema for the tables (created if missing); default: the connection's search_path. */
   databaseSchema?: string;
   home: string;
+  /** --workspace / APP_SERVER_WORKSPACE: where threads without a cwd run (default defaultWorkspace()). */
+  workspace?: string;
   modelProvider: string;
   model: string;
   maxFrameBytes: number;
@@ -120,6 +133,7 @@ export const SERVE_OPTIONS = {
   "database-url": { type: "string" },
   "database-schema": { type: "string" },
   home: { type: "string" },
+  workspace: { type: "string" },
   "model-provider": { type: "string" },
   model: { type: "string" },
   "max-frame-bytes": { type: "string" },
@@ -224,6 +238,15 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     homeStat = undefined; // created at start
   }
   if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
+  const workspace = values.workspace ?? env.APP_SERVER_WORKSPACE;
+  const workspaceSource = values.workspace !== undefined ? "--workspace" : "APP_SERVER_WORKSPACE";
+  let workspaceStat;
+  try {
+    workspaceStat = workspace === undefined ? undefined : statSync(workspace);
+  } catch {
+    workspaceStat = undefined; // created at start
+  }
+  if (workspaceStat && !workspaceStat.isDirectory()) throw new ConfigError(`${workspaceSource} ${workspace} is not a directory`);
   const secretFiles: string[] = [];
   let databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
   if (databaseUrl === undefined && env.DATABASE_URL_FILE) {
@@ -247,6 +270,7 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     listen: values.listen ?? env.APP_SERVER_LISTEN ?? DEFAULT_LISTEN,
     databaseUrl,
     home,
+    ...(workspace !== undefined ? { workspace: path.resolve(workspace) } : {}),
     modelProvider,
     model: values.model ?? env.APP_SERVER_MODEL ?? DEFAULT_MODELS[modelProvider]!,
     maxFrameBytes,

@@ -4,7 +4,7 @@
  */
 import path from "node:path";
 import type { AppContext } from "./app-context.js";
-import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
+import { DEFAULT_LIMITS, DEFAULT_MODELS, defaultWorkspace, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
 import { Metrics } from "./metrics.js";
 import { clusterMetrics, isWorkerProcess } from "./workers.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
@@ -47,7 +47,7 @@ import { makeDirectory } from "./make-directory.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
-  /** Default cwd for new threads. */
+  /** Default cwd for new threads, as is (tests); else `workspace`, made at start. */
   cwd?: string;
   /** Extra store options (tests: schema per test, PGlite fixtures). */
   database?: Partial<OpenDatabaseOptions>;
@@ -142,13 +142,28 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * The default workspace, created if missing. One the configuration names must be usable; the
+ * built-in default (~/agent-workspace) that cannot be made only costs threads without a cwd.
+ */
+async function makeWorkspace(opts: StartOptions, log: Logger): Promise<string> {
+  const dir = opts.workspace ?? defaultWorkspace();
+  try {
+    await makeDirectory(dir, 0o755);
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    if (opts.workspace !== undefined) throw new Error(`cannot create the workspace ${dir} (--workspace / APP_SERVER_WORKSPACE): ${why}`);
+    log.warn({ workspace: dir, error: why }, "cannot create the default workspace: threads started without a cwd will fail; set --workspace");
+  }
+  return dir;
+}
+
 export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const log = opts.log ?? createLogger();
   const listen = parseListen(opts.listen);
   const signal = opts.signal;
   await unlessAborted(makeDirectory(opts.home), signal);
-
-  const defaultCwd = path.resolve(opts.cwd ?? process.cwd());
+  const defaultCwd = opts.cwd !== undefined ? path.resolve(opts.cwd) : await makeWorkspace(opts, log);
   let ready = false;
   const connections = new Set<Connection>();
   let app: AppContext | undefined;

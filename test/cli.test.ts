@@ -1,5 +1,5 @@
 /** The `app-server` command as a real process: help, schema generation, serve, signals, config errors. */
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -9,6 +9,7 @@ import { TestClient } from "./support/client.js";
 import { TEST_DATABASE_URL } from "./support/db.js";
 import { parseJson, postgresSchemaUrl, REPO_ROOT, runCli, removeSeed, seededHome, spawnCli, type CliProcess } from "./support/process.js";
 import { startMockModelServer } from "./support/mock-model-server.js";
+import { quietHome } from "./support/server.js";
 import { SERVE_OPTIONS } from "../src/config.js";
 import { EXEC_OPTIONS } from "../src/client/exec.js";
 import { THREADS_OPTIONS } from "../src/client/threads.js";
@@ -203,8 +204,10 @@ describe("app-server serve on ws://", () => {
     const h = await home();
     const p = serve(["--listen", "ws://127.0.0.1:0", "--home", h]);
     const url = await p.listening();
-    // Where new threads run: the directory serve started in.
-    expect((await p.waitForLog(`new threads run in ${REPO_ROOT.replace(/\/$/, "")} unless the client sends a cwd`)).cwd).toBe(REPO_ROOT.replace(/\/$/, ""));
+    // Where new threads run: a folder of its own in the user's home, made at start — not the
+    // directory serve started in (here the checkout).
+    const workspace = path.join(quietHome(), "agent-workspace");
+    expect((await p.waitForLog(`new threads run in ${workspace} unless the client sends a cwd`)).cwd).toBe(workspace);
     expect(url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
     expect(url).not.toBe("ws://127.0.0.1:0");
     const ready = await fetch(`${httpOf(url)}/readyz`);
@@ -219,6 +222,8 @@ describe("app-server serve on ws://", () => {
     const c = await TestClient.initialized(url);
     const { thread } = await c.request("thread/start", {});
     expect(thread.modelProvider).toBe("openai");
+    expect(thread.cwd).toBe(workspace);
+    expect(statSync(workspace).isDirectory()).toBe(true);
 
     p.child.kill(signal);
     await c.closed;
@@ -432,6 +437,26 @@ describe("app-server serve: stopping while it starts, and a home it cannot creat
     await c.close();
     q.child.kill("SIGTERM");
     expect(await q.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("--workspace: threads without a cwd run there (made at start); one that cannot be made stops the start with one line", async () => {
+    const h = await tempHome();
+    const workspace = path.join(h, "projects", "ws");
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", path.join(h, "home")], { APP_SERVER_WORKSPACE: workspace });
+    const c = await TestClient.initialized(await p.listening());
+    expect((await c.request("thread/start", {})).thread.cwd).toBe(workspace);
+    // A cwd the client sends wins.
+    expect((await c.request("thread/start", { cwd: h })).thread.cwd).toBe(h);
+    await c.close();
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(statSync(workspace).isDirectory()).toBe(true);
+
+    const bad = serve(["--listen", "ws://127.0.0.1:0", "--home", path.join(h, "home"), "--workspace", `/proc/aas-ws-${process.pid}`]);
+    expect(await bad.exited).toEqual({ code: 1, signal: null });
+    expect(bad.stderrLines.filter((l) => l && parseJson(l) === undefined)).toEqual([
+      `app-server: could not start: cannot create the workspace /proc/aas-ws-${process.pid} (--workspace / APP_SERVER_WORKSPACE): ENOENT`,
+    ]);
   });
 
   it.runIf(process.platform === "linux")("a home it cannot create (inside /proc) fails at once with one line, where Node's recursive mkdir spins forever", async () => {

@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, loadApiKeyFiles, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
+import { ConfigError, DEFAULT_LISTEN, defaultWorkspace, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, loadApiKeyFiles, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
 
 /** The hardening settings when none are given. */
 const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {}, commandEnv: [] };
@@ -204,6 +204,26 @@ describe("start-up checks that name what is wrong", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("--workspace / APP_SERVER_WORKSPACE: where threads without a cwd run, resolved, flag first; a file is refused", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-config-"));
+    try {
+      expect(resolveServeConfig([], {}).workspace).toBeUndefined(); // the server's default (~/agent-workspace)
+      expect(resolveServeConfig([], { APP_SERVER_WORKSPACE: "rel/ws" }).workspace).toBe(path.resolve("rel/ws"));
+      expect(resolveServeConfig(["--workspace", "/flag/ws"], { APP_SERVER_WORKSPACE: "/env/ws" }).workspace).toBe("/flag/ws");
+      const file = path.join(dir, "a-file");
+      writeFileSync(file, "x");
+      expect(() => resolveServeConfig(["--workspace", file], {})).toThrow(`--workspace ${file} is not a directory`);
+      expect(() => resolveServeConfig([], { APP_SERVER_WORKSPACE: file })).toThrow(`APP_SERVER_WORKSPACE ${file} is not a directory`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the default workspace is a folder of its own in the user's home, not the home itself nor the server's directory", () => {
+    expect(defaultWorkspace()).toBe(path.join(os.homedir(), "agent-workspace"));
+    expect(defaultWorkspace()).not.toBe(process.cwd());
   });
 
   it("--database-schema: a plain identifier, with a Postgres database only", () => {
