@@ -3,6 +3,7 @@ import { readFileSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { isLocalBaseURL } from "./providers/auth.js";
 
 export const DEFAULT_LISTEN = "ws://127.0.0.1:4500";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -27,13 +28,17 @@ export const API_KEY_VARIABLES: Record<string, string> = {
 
 /**
  * A start-up warning when the configured provider has no API key in the environment (the first
- * turn would fail with the SDK's error otherwise); null when it has one.
+ * turn would fail otherwise), saying how to give it one; null when it has one, or when its base
+ * URL is a server on this machine (Ollama, llama.cpp, vLLM), which needs none: the provider sends
+ * a placeholder key there (providers/auth.ts).
  */
 export function missingApiKeyWarning(modelProvider: string, env: NodeJS.ProcessEnv): string | null {
   const variable = API_KEY_VARIABLES[modelProvider];
-  if (!variable || env[variable]) return null;
-  const local = modelProvider === "openai-chat" && env.OPENAI_BASE_URL ? " (a local server usually accepts any value, e.g. OPENAI_API_KEY=none)" : "";
-  return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is${local}`;
+  if (!variable || env[variable] || (modelProvider === "anthropic" && env.ANTHROPIC_AUTH_TOKEN)) return null;
+  const baseUrl = env[modelProvider === "anthropic" ? "ANTHROPIC_BASE_URL" : "OPENAI_BASE_URL"] || undefined;
+  if (isLocalBaseURL(baseUrl)) return null;
+  const keyless = baseUrl ? `; a server at ${baseUrl} that needs no key accepts any value, e.g. ${variable}=none` : "";
+  return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is (export it, or name a file holding it in ${variable}_FILE, and restart)${keyless}`;
 }
 
 /**

@@ -240,12 +240,26 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(command).toMatchObject({ status: "completed", exitCode: 0, aggregatedOutput: "readme-approved\n" });
   });
 
-  it("a failed turn exits 1 with the error on stderr", async () => {
+  it("a failed turn exits 1 with the error on stderr, said once", async () => {
     h.mock.enqueue({ kind: "error", status: 400, message: "bad request from the mock" });
     const p = await exec("Fail please");
     expect(p.exit.code, p.stderr).toBe(1);
     expect(p.stderr).toContain("✗ turn failed");
+    // The error notification and the turn's end carry the same message: one line says it.
+    expect(p.stderr.match(/bad request from the mock/g)).toHaveLength(1);
     expect(p.stdout).toBe("");
+  });
+
+  it("a retried model call says what failed once, then only which retry comes", async () => {
+    h.mock.enqueue({ kind: "error", status: 500, message: "mock outage" }, { kind: "error", status: 500, message: "mock outage" }, { text: "recovered" });
+    const p = await exec("Try again");
+    expect(p.exit.code, p.stderr).toBe(0);
+    const said = p.stderrLines.filter((l) => l.startsWith("! "));
+    expect(said).toEqual([
+      expect.stringMatching(/^! openai: HTTP 500\b.*mock outage — retrying in \d+ ms \(retry 1 of 3\)$/),
+      expect.stringMatching(/^! again — retrying in \d+ ms \(retry 2 of 3\)$/),
+    ]);
+    expect(p.stdout).toContain("recovered");
   });
 
   it("Ctrl-C sends turn/interrupt and exits 130", async () => {

@@ -350,7 +350,9 @@ describe("app-server serve: warnings at start-up", () => {
     await p.listening();
     // Only the key warnings: a machine without bubblewrap also warns that the sandbox is unavailable.
     const warnings = p.stderrLines.map(parseJson).filter((m) => m?.level === 40 && /API_KEY/.test(m.msg));
-    expect(warnings.map((m) => m.msg)).toEqual(["ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is"]);
+    expect(warnings.map((m) => m.msg)).toEqual([
+      "ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is (export it, or name a file holding it in ANTHROPIC_API_KEY_FILE, and restart)",
+    ]);
     const q = serve(["--listen", "ws://127.0.0.1:0", "--home", withKey, "--model-provider", "anthropic"], { ANTHROPIC_API_KEY: "k" });
     await q.listening();
     expect(q.stderrLines.map(parseJson).filter((m) => m?.level === 40 && /API_KEY/.test(m.msg))).toEqual([]);

@@ -243,10 +243,24 @@ describe("start-up checks that name what is wrong", () => {
   });
 
   it("warns when the provider has no API key", () => {
-    expect(missingApiKeyWarning("anthropic", {})).toMatch(/^ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail/);
-    expect(missingApiKeyWarning("openai", {})).toMatch(/^OPENAI_API_KEY is not set/);
-    expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/local server usually accepts any value/);
+    expect(missingApiKeyWarning("anthropic", {})).toBe(
+      "ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is (export it, or name a file holding it in ANTHROPIC_API_KEY_FILE, and restart)",
+    );
+    expect(missingApiKeyWarning("openai", {})).toMatch(/^OPENAI_API_KEY is not set: .*OPENAI_API_KEY_FILE, and restart\)$/);
+    // A server on this machine (Ollama, llama.cpp) needs no key: the provider sends a placeholder.
+    for (const url of ["http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "http://[::1]:8000/v1"]) {
+      expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: url }), url).toBeNull();
+      expect(missingApiKeyWarning("openai", { OPENAI_BASE_URL: url }), url).toBeNull();
+    }
+    expect(missingApiKeyWarning("anthropic", { ANTHROPIC_BASE_URL: "http://127.0.0.1:9000" })).toBeNull();
+    // Another machine's server may need a key, or accept any: the warning says both.
+    expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://gpu-box:8000/v1" })).toMatch(
+      /will fail until it is .*; a server at http:\/\/gpu-box:8000\/v1 that needs no key accepts any value, e\.g\. OPENAI_API_KEY=none$/,
+    );
+    // The local address of another provider does not count.
+    expect(missingApiKeyWarning("anthropic", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/^ANTHROPIC_API_KEY is not set/);
     expect(missingApiKeyWarning("anthropic", { ANTHROPIC_API_KEY: "k" })).toBeNull();
+    expect(missingApiKeyWarning("anthropic", { ANTHROPIC_AUTH_TOKEN: "t" })).toBeNull();
     expect(missingApiKeyWarning("openai-chat", { OPENAI_API_KEY: "k" })).toBeNull();
   });
 
