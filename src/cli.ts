@@ -238,9 +238,11 @@ async function serve(args: string[]): Promise<number> {
     }
   };
   // Before anything is logged: a signal that finds no handler kills the process on the spot, and
-  // whoever watches the log may signal as soon as the first line appears.
-  process.once("SIGTERM", () => void stop("SIGTERM"));
-  process.once("SIGINT", () => void stop("SIGINT"));
+  // whoever watches the log may signal as soon as the first line appears. Kept after the first:
+  // under `npm start` one Ctrl-C arrives twice (the terminal signals npm and the server, and npm
+  // forwards its own), and the second must not cut the graceful stop short.
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
   // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
   routeConsoleWarnings(log);
   const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);

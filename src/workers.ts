@@ -345,8 +345,9 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
     fork(w.index);
   });
 
-  process.once("SIGTERM", () => stopAll("SIGTERM", 0));
-  process.once("SIGINT", () => stopAll("SIGINT", 0));
+  // Kept after the first (stopAll runs once): under npm start one Ctrl-C arrives twice.
+  process.on("SIGTERM", () => stopAll("SIGTERM", 0));
+  process.on("SIGINT", () => stopAll("SIGINT", 0));
   log.info({ workers: count }, "starting workers");
   for (let i = 1; i <= count; i++) fork(i);
   return done;

@@ -24,6 +24,7 @@ import { makeWorkspace } from "./support/approvals.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { mockProviders } from "./support/turns.js";
+import { readmeCommand } from "./support/readme.js";
 
 const tmuxMissing = !hasTmux();
 if (tmuxMissing) {
@@ -111,11 +112,17 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     ws?.cleanup();
   });
 
-  /** Starts `codex <args> --remote <relay>` in a new detached 120×40 tmux session in the workspace. */
+  /**
+   * Starts the README's `codex --remote …` (with `args` added, the server's URL the relay's) in a new
+   * detached 120×40 tmux session in the workspace.
+   */
   function startTui(args: string[]): void {
     session = `tui${++sessions}`;
     const env = Object.entries(codex.env).map(([k, v]) => `${k}=${v}`);
-    const r = tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", ws.dir, "env", "-i", ...env, CODEX_BIN, ...args, "--remote", relay.url, ";", "set-option", "-t", session, "remain-on-exit", "on");
+    const [program, ...readme] = readmeCommand("codex --remote ws://127.0.0.1:4500").split(" ");
+    expect(program).toBe("codex");
+    const remote = readme.map((a) => (a === "ws://127.0.0.1:4500" ? relay.url : a));
+    const r = tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", ws.dir, "env", "-i", ...env, CODEX_BIN, ...args, ...remote, ";", "set-option", "-t", session, "remain-on-exit", "on");
     expect(r.status, r.stderr).toBe(0);
   }
   const screen = () => tmux("capture-pane", "-p", "-t", session!).stdout;

@@ -1,18 +1,20 @@
 /**
- * The compose stack's app-server container, simulated as far as this machine allows (no Docker
- * engine): the image's entry point (scripts/container-entrypoint.sh) run as root with only the
- * capabilities docker-compose.yml leaves it and no-new-privileges, against secret files of another
- * host uid with mode 600 (as `chmod 600 secrets/*` leaves them for any host user), handing them to
- * an unprivileged user, which then runs the server with the container's environment (the image's
- * ENV, compose's `environment:` interpolated from .env.example and a model key). The server must
- * come up healthy (/readyz, compose's health check) and run a turn.
+ * The README's Docker commands, as far as this machine runs them. `cp .env.example .env` and the
+ * secrets command run as written in a project directory of the test's; the secret files are then
+ * given to another host uid (mode 600 stays), as a user other than uid 1000 makes them. `docker
+ * compose up` has no Docker engine here, so the app-server container is simulated: the image's entry
+ * point (scripts/container-entrypoint.sh) runs as root with only the capabilities docker-compose.yml
+ * leaves it and no-new-privileges, hands the secrets to an unprivileged user and runs the server as
+ * that user, with the container's environment (the image's ENV, compose's `environment:`
+ * interpolated from that .env with the model key set). `docker compose ps` saying "healthy" is
+ * compose's health check, /readyz; then a turn runs on the model.
  *
  * Needs root (to own files as another uid and to change user) and setpriv; skipped with the reason
  * printed elsewhere, mandatory with REQUIRE_ROOT=1 (.ci/run). The unprivileged user is `nobody`
  * (the image's is `node`, uid 1000, which this machine need not have).
  */
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -22,6 +24,7 @@ import { argsOf, envMap, interpolateTree, parseDockerfile, parseEnvFile } from "
 import { TEST_DATABASE_URL } from "./support/db.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { CliProcess, cliArgv, postgresSchemaUrl, REPO_ROOT } from "./support/process.js";
+import { readmeCommand } from "./support/readme.js";
 
 const read = (file: string) => readFileSync(path.join(REPO_ROOT, file), "utf8");
 const HOST_UID = 4242; // the host user who made the secret files: not the container's user
@@ -50,7 +53,7 @@ describe.skipIf(reason !== null)("the image's entry point with secret files of a
   let dir: string;
   let mock: MockModelServer;
   let db: { url: string; cleanup(): Promise<void> } | undefined;
-  const token = "c0ffee".repeat(8);
+  let token: string;
   /** The container's environment with /run/secrets, /data and /workspace mapped into `dir`. */
   let containerEnv: Record<string, string>;
   const running: CliProcess[] = [];
@@ -58,14 +61,22 @@ describe.skipIf(reason !== null)("the image's entry point with secret files of a
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), "aas-container-"));
     chmodSync(dir, 0o755);
-    const secrets = path.join(dir, "run-secrets");
-    mkdirSync(secrets);
-    chmodSync(secrets, 0o755);
-    // What the README's commands leave on the host: files of the host user, mode 600.
-    for (const [name, value] of [["app_server_token", token], ["postgres_password", "p@ss:w/rd%# é"]] as const) {
-      writeFileSync(path.join(secrets, name), `${value}\n`);
+    // The user's project directory: the README's commands, as written.
+    const project = path.join(dir, "project");
+    mkdirSync(project);
+    copyFileSync(path.join(REPO_ROOT, ".env.example"), path.join(project, ".env.example"));
+    for (const command of [readmeCommand("cp .env.example .env"), readmeCommand("mkdir -p secrets && openssl rand -hex 24 > secrets/postgres_password && openssl rand -hex 32 > secrets/app_server_token && chmod 600 secrets/*")]) {
+      const r = spawnSync("bash", ["-c", command], { cwd: project, encoding: "utf8" });
+      expect(r.status, `${command}: ${r.stderr}`).toBe(0);
+    }
+    const secrets = path.join(project, "secrets");
+    token = readFileSync(path.join(secrets, "app_server_token"), "utf8").trim();
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+    expect(readFileSync(path.join(secrets, "postgres_password"), "utf8")).toMatch(/^[0-9a-f]{48}\n$/);
+    // Made by a host user who is not uid 1000: compose mounts them with that owner and mode.
+    for (const name of ["app_server_token", "postgres_password"]) {
+      expect(statSync(path.join(secrets, name)).mode & 0o777).toBe(0o600);
       chownSync(path.join(secrets, name), HOST_UID, HOST_UID);
-      chmodSync(path.join(secrets, name), 0o600);
     }
     const uid = Number(spawnSync("id", ["-u", USER], { encoding: "utf8" }).stdout);
     const gid = Number(spawnSync("id", ["-g", USER], { encoding: "utf8" }).stdout);
@@ -77,8 +88,9 @@ describe.skipIf(reason !== null)("the image's entry point with secret files of a
     chmodSync(path.join(dir, "shm"), 0o1777);
 
     mock = await startMockModelServer();
-    // The user's .env: the example, with the model key set (and the model pointed at the mock).
-    const dotEnv = { ...parseEnvFile(read(".env.example")), OPENAI_API_KEY: "sk-from-dot-env-0123", OPENAI_BASE_URL: mock.openaiBaseUrl, APP_SERVER_MODEL: "mock-model" };
+    // The user's .env: the copy, with the model key set as the README says (and the model
+    // pointed at the mock: no network here).
+    const dotEnv = { ...parseEnvFile(readFileSync(path.join(project, ".env"), "utf8")), OPENAI_API_KEY: "sk-from-dot-env-0123", OPENAI_BASE_URL: mock.openaiBaseUrl, APP_SERVER_MODEL: "mock-model" };
     const imageEnv = Object.fromEntries(argsOf(runtime, "ENV").flatMap((a) => [...a.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S+)/g)].map((m) => [m[1]!, m[2]!])));
     const environment = envMap((interpolateTree(service, dotEnv) as { environment: unknown }).environment);
     const inHere = (v: string) => v.replace(/^\/run\/secrets\//, `${secrets}/`).replace(/^\/data$/, path.join(dir, "data")).replace(/^\/workspace$/, path.join(dir, "workspace"));
@@ -115,7 +127,10 @@ describe.skipIf(reason !== null)("the image's entry point with secret files of a
     expect(p.stderr).toMatch(/^app-server: cannot read (auth token file \S+app_server_token|DATABASE_PASSWORD_FILE \S+postgres_password): EACCES$/m);
   });
 
-  it("through the entry point, with compose's capabilities only: the server runs as that user, healthy, and a turn runs on the model", async () => {
+  it("docker compose up, simulated: through the entry point with compose's capabilities only, the server runs as that user, healthy (docker compose ps), and a turn runs on the model", async () => {
+    // No Docker engine: what these start is what the steps below stand in for.
+    readmeCommand("docker compose up -d --build");
+    readmeCommand("docker compose ps");
     const p = start(["setpriv", "--no-new-privs", `--bounding-set=${boundingSet}`, "--", "sh", path.join(REPO_ROOT, "scripts", "container-entrypoint.sh"), ...serve()]);
     const url = await p.listening();
     // As the unprivileged user, holding no capability.
