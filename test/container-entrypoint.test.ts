@@ -35,6 +35,9 @@ function unavailable(): string | null {
   if (process.getuid?.() !== 0) return "not running as root (needed to own files as another uid and to change user)";
   if (spawnSync("setpriv", ["--version"]).status !== 0) return "setpriv (util-linux) is not installed";
   if (spawnSync("id", ["-u", USER]).status !== 0) return `no user ${USER}`;
+  // The server it runs is this checkout's (in the image: root-owned files anyone may read).
+  if (spawnSync("setpriv", [`--reuid=${USER}`, `--regid=${Number(spawnSync("id", ["-g", USER], { encoding: "utf8" }).stdout)}`, "--clear-groups", "--", "test", "-r", path.join(REPO_ROOT, "package.json")]).status !== 0)
+    return `${USER} cannot read this checkout (${REPO_ROOT}): a directory above it is private`;
   return null;
 }
 const reason = unavailable();
@@ -122,7 +125,8 @@ describe.skipIf(reason !== null)("the image's entry point with secret files of a
   };
 
   it("without the entry point (the image's user reading the files itself) the server cannot start: the bug compose users hit", async () => {
-    const p = start(["setpriv", `--reuid=${USER}`, `--regid=${USER === "nobody" ? "nogroup" : USER}`, "--clear-groups", "--", ...serve()]);
+    const gid = spawnSync("id", ["-g", USER], { encoding: "utf8" }).stdout.trim();
+    const p = start(["setpriv", `--reuid=${USER}`, `--regid=${gid}`, "--clear-groups", "--", ...serve()]);
     expect((await p.exited).code).toBe(2);
     expect(p.stderr).toMatch(/^app-server: cannot read (auth token file \S+app_server_token|DATABASE_PASSWORD_FILE \S+postgres_password): EACCES$/m);
   });
