@@ -44,6 +44,7 @@ import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
 import { makeDirectory } from "./make-directory.js";
+import { unlessAborted } from "./abortable.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
@@ -66,32 +67,9 @@ export interface StartOptions extends ServerConfig {
   /**
    * Stops the start-up (SIGTERM while starting): startServer then rejects with the signal's reason
    * as soon as it can, having closed what it opened. A database connection still being made is
-   * abandoned at once; an embedded database being opened is opened and closed (a second or so).
+   * abandoned at once, and so is an embedded database being started (as crash-safe as a kill).
    */
   signal?: AbortSignal;
-}
-
-/** Rejects as soon as `signal` fires; whatever `promise` still yields afterwards goes to `dispose`. */
-function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, dispose: (value: T) => unknown = () => {}): Promise<T> {
-  if (!signal) return promise;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
-      reject(signal.reason);
-      promise.then(dispose).catch(() => {});
-    };
-    if (signal.aborted) return onAbort();
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
 }
 
 /** Provider options beyond the SDKs' own variables. */
@@ -245,10 +223,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       dataDir: path.join(opts.home, "pglite"),
       maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
       ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
+      ...(signal ? { signal } : {}),
       ...opts.database,
     });
     // A Postgres connection (30 s to time out against an address that does not answer) is
-    // abandoned on abort; PGlite is let finish opening and then closed, never left half-written.
+    // abandoned on abort; PGlite stops between its steps itself (openDatabase's signal).
     db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
     if (signal?.aborted) {
       await db.close();
