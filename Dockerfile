@@ -13,7 +13,7 @@
 #
 # Node.js: the LTS line 24, pinned to a release (24.21.0, its newest on the npm registry as of
 # Dec 2026: 24.11.1 missed ten months of security releases); bump both FROM lines together.
-# docker-compose.yml next to this file runs it with Postgres; see README "Run with Docker".
+# docker-compose.yml next to this file runs it with Postgres; see docs/self-hosting.md.
 
 # ---- build: dev dependencies (TypeScript) and dist/ ----
 FROM node:24.21.0-slim AS build
@@ -26,10 +26,13 @@ COPY . .
 # public/ (the web playground) is optional: make sure the runtime stage has something to copy.
 RUN npm run build && mkdir -p public
 
-# ---- runtime: production dependencies only, non-root ----
+# ---- runtime: production dependencies only; the server runs as `node` ----
 FROM node:24.21.0-slim AS runtime
+# The home (database files when DATABASE_URL is unset) and the folder threads run in when their
+# client sends no cwd: both volumes, both the `node` user's.
 ENV NODE_ENV=production \
-    APP_SERVER_HOME=/data
+    APP_SERVER_HOME=/data \
+    APP_SERVER_WORKSPACE=/workspace
 WORKDIR /app
 # bubblewrap is the OS sandbox every read-only / workspace-write command runs in; git and bash are
 # what agent commands expect. Without a working sandbox such commands are refused, never run
@@ -49,11 +52,15 @@ COPY --from=build /app/bin ./bin
 COPY --from=build /app/migrations ./migrations
 COPY --from=build /app/protocol ./protocol
 COPY --from=build /app/public ./public
-# The home directory (embedded PGlite data when DATABASE_URL is unset) belongs to the `node`
-# user (uid 1000) that the server runs as; the application files stay root-owned and read-only.
-RUN mkdir -p /data && chown node:node /data
-VOLUME ["/data"]
-USER node
+COPY --from=build /app/scripts/container-entrypoint.sh /usr/local/bin/app-server-entrypoint
+# /data and /workspace belong to the `node` user (uid 1000) that the server runs as; the
+# application files stay root-owned and read-only.
+RUN mkdir -p /data /workspace && chown node:node /data /workspace
+VOLUME ["/data", "/workspace"]
+# No USER: the entry point starts as root only to make the secret files (compose mounts them with
+# the host's owner and mode) readable by `node`, then runs the command as `node`, with no
+# capabilities (scripts/container-entrypoint.sh).
+ENTRYPOINT ["app-server-entrypoint"]
 EXPOSE 4500
 # /readyz answers 200 once the database is migrated and connections are accepted. slim images
 # have no curl: Node's fetch does the probe.

@@ -1,12 +1,14 @@
 /** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingApiKeyWarning, resolveServeConfig } from "./config.js";
-import { createLogger, routeConsoleWarnings } from "./log.js";
+import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingApiKeyWarning, resolveServeConfig, type ServerConfig } from "./config.js";
+import { createLogger, routeConsoleWarnings, type Logger } from "./log.js";
+import { listeningBanner } from "./playground-address.js";
 import { describeStartError } from "./start-error.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
-import { playgroundUrl } from "./transport/auth.js";
+import { AUTH_TOKEN_FILE } from "./transport/auth.js";
 
 const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --listen URL             ws://HOST:PORT (port 0 picks a free port) or stdio://  [APP_SERVER_LISTEN]
@@ -17,6 +19,8 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
   --database-schema NAME   keep the tables in this Postgres schema (created if missing)
                                                                              [APP_SERVER_DATABASE_SCHEMA]
   --home DIR               data directory, default ~/.agent-app-server       [APP_SERVER_HOME]
+  --workspace DIR          where new threads run when the client sends no cwd, default
+                           ~/agent-workspace (created at start)              [APP_SERVER_WORKSPACE]
   --model-provider P       anthropic | openai | openai-chat, default openai  [APP_SERVER_MODEL_PROVIDER]
   --model M                default model for new threads, default per provider:
                            ${Object.entries(DEFAULT_MODELS).map(([p, m]) => `${p} ${m}`).join(", ")}
@@ -48,7 +52,8 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
                            PostgreSQL and ws:// only                         [APP_SERVER_WORKERS]
   -h, --help               this help
 
-New threads run in the directory serve was started from unless the client sends a cwd.
+New threads run in the client's cwd, else in the workspace (never the directory serve was
+started from).
 Model credentials and endpoints come from the SDKs' variables: ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL. Logs are JSON lines on stderr
 (APP_SERVER_LOG_LEVEL=debug adds details, such as the stack of a start-up failure).
@@ -65,6 +70,8 @@ Usage:
                                          (Zed, JetBrains, Neovim, Emacs): see docs/acp.md
   app-server generate-json-schema --out DIR
                                          write the protocol's JSON Schema files to DIR
+  app-server app-server [options]        what Codex's IDE extension runs as \`codex app-server\`:
+                                         stdio by default, Codex's flags (--listen, -c …)
   app-server --help | --version
 
 Run \`app-server COMMAND --help\` for a command's options.
@@ -194,91 +201,122 @@ export async function main(argv: string[]): Promise<number> {
   return 2;
 }
 
+/** How long a stop during start-up may take before the process exits anyway (a safety net). */
+const STARTUP_STOP_DEADLINE_MS = 5_000;
+
 async function serve(args: string[]): Promise<number> {
   if (wantsHelp(args)) {
     process.stdout.write(HELP.serve);
     return 0;
   }
-  let log = createLogger();
+  // Every start-up error is one line on stderr (`app-server: …`), printed once; logs come after.
+  let log: Logger;
   let config;
   try {
+    log = createLogger();
     const keyFiles = loadApiKeyFiles(process.env);
     config = resolveServeConfig(args, process.env);
     if (keyFiles.length > 0) config.secretFiles = [...(config.secretFiles ?? []), ...keyFiles];
   } catch (err) {
-    const message = err instanceof ConfigError || err instanceof TypeError ? err.message : String(err);
-    log.error({}, message);
-    process.stderr.write(`app-server: ${message}\n`);
+    process.stderr.write(`app-server: ${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
   }
   let worker: typeof import("./workers.js") | undefined;
   if (config.workers !== undefined) {
     // --workers: this process only starts and watches the workers, which run this same command.
     worker = await import("./workers.js");
-    if (!worker.isWorkerProcess()) return worker.runPrimary(config.workers, log);
+    if (!worker.isWorkerProcess()) return worker.runPrimary(config.workers, log, (url) => workersBanner(url, config));
     log = log.child({ worker: Number(process.env.APP_SERVER_WORKER) || undefined });
   }
-  // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
-  routeConsoleWarnings(log);
-  const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
-  if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
   let stopping = false;
   let server: RunningServer | undefined;
+  // A signal during start-up stops the start-up: startServer unwinds and closes what it opened.
+  const startup = new AbortController();
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
   const stop = async (reason: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ reason }, "shutting down");
+    if (!server) {
+      startup.abort(new Error(`stopped during start-up (${reason})`));
+      // Nothing should take this long (a database connection is abandoned at once); if something
+      // does, the process still ends.
+      setTimeout(() => {
+        log.warn({ deadlineMs: STARTUP_STOP_DEADLINE_MS }, "start-up did not stop in time: exiting");
+        process.exit(1);
+      }, STARTUP_STOP_DEADLINE_MS).unref();
+      return;
+    }
     try {
-      await server?.close();
+      await server.close();
       resolveDone(0);
     } catch (err) {
       log.error({ err }, "shutdown failed");
       resolveDone(1);
     }
   };
-  process.once("SIGTERM", () => void stop("SIGTERM"));
-  process.once("SIGINT", () => void stop("SIGINT"));
+  // Before anything is logged: a signal that finds no handler kills the process on the spot, and
+  // whoever watches the log may signal as soon as the first line appears. Kept after the first:
+  // under `npm start` one Ctrl-C arrives twice (the terminal signals npm and the server, and npm
+  // forwards its own), and the second must not cut the graceful stop short.
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+  // Libraries' console warnings (the SDKs' model deprecation notices) become log lines, once each.
+  routeConsoleWarnings(log);
+  const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
+  if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
+  let started: RunningServer;
   try {
     const { startServer } = await import("./server.js");
-    server = await startServer({
+    started = await startServer({
       ...config,
       log,
       // The store reports through the server's log (e.g. a fresh PGlite home without a usable seed).
       database: { log, ...(config.databaseSchema ? { schema: config.databaseSchema } : {}) },
       onStdioEnd: () => void stop("stdin closed"),
+      signal: startup.signal,
     });
   } catch (err) {
-    const message = describeStartError(err, config);
-    // The stack only at debug level: at the default level one line says what failed.
-    log.error({ error: message }, "could not start");
-    log.debug({ err }, "start-up failure details");
-    process.stderr.write(`app-server: could not start: ${message}\n`);
+    if (startup.signal.aborted) {
+      log.info({}, "stopped");
+      return 0;
+    }
+    log.debug({ err }, "start-up failure details"); // the stack, at debug level only
+    process.stderr.write(`app-server: could not start: ${describeStartError(err, config)}\n`);
     return 1;
   }
+  if (startup.signal.aborted) {
+    // The signal came as the start-up finished: stop like a running server.
+    await started.close();
+    return 0;
+  }
+  server = started;
   if (worker) {
     worker.notifyReady(server.url);
     worker.stopWhenPrimaryGone((reason) => void stop(reason));
+  } else {
+    const banner = listeningBanner(server.url, { token: server.authToken, tokenFile: generatedTokenFile(config), terminal: process.stdout.isTTY === true });
+    if (banner) process.stdout.write(banner);
   }
-  log.info({ cwd: process.cwd() }, `new threads run in ${process.cwd()} unless the client sends a cwd`);
-  if (!worker) announcePlayground(server, config.authToken ? null : path.join(config.home, "auth-token"), log);
+  log.info({ cwd: server.app.defaultCwd }, `new threads run in ${server.app.defaultCwd} unless the client sends a cwd`);
   return done;
 }
 
+/** Where the server keeps the token it generated, or null when one was configured. */
+function generatedTokenFile(config: ServerConfig): string | null {
+  return config.authToken ? null : path.join(config.home, AUTH_TOKEN_FILE);
+}
 
-/**
- * The playground's address, for a person: on a terminal with the token in the fragment
- * (`http://127.0.0.1:4500/#token=…`: opening it connects at once); otherwise (stdout to a file,
- * a journal, `docker logs`, readable by others) without it, naming where the token is. The token
- * never goes into the log.
- */
-function announcePlayground(server: RunningServer, generatedTokenFile: string | null, log: ReturnType<typeof createLogger>): void {
-  if (!server.url.startsWith("ws://")) return;
-  const url = playgroundUrl(server.url, null);
-  if (server.authToken === null) log.info({ url }, "playground ready");
-  else if (process.stdout.isTTY) {
-    process.stdout.write(`Playground: ${playgroundUrl(server.url, server.authToken)}\n`);
-    log.info({ url }, "playground ready (its address with the token is printed on the terminal)");
-  } else log.info({ url, tokenFile: generatedTokenFile ?? "(configured)" }, "playground ready: add #token=<the token> to the address");
+/** The primary's line under --workers: the workers made (or read) the token; the primary reads it. */
+function workersBanner(url: string, config: ServerConfig): string | null {
+  let token = config.authToken ?? null;
+  if (token === null && (config.auth ?? "token") !== "none") {
+    try {
+      token = readFileSync(generatedTokenFile(config)!, "utf8").trim() || null;
+    } catch {
+      token = null; // not readable here: the line says where it is
+    }
+  }
+  return listeningBanner(url, { token, tokenFile: generatedTokenFile(config), terminal: process.stdout.isTTY === true });
 }

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { LimitsError, parseCommandLimits, type CommandLimits } from "./sandbox/limits.js";
+import { isLocalBaseURL } from "./providers/auth.js";
 
 export const DEFAULT_LISTEN = "ws://127.0.0.1:4500";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -28,13 +29,28 @@ export const API_KEY_VARIABLES: Record<string, string> = {
 
 /**
  * A start-up warning when the configured provider has no API key in the environment (the first
- * turn would fail with the SDK's error otherwise); null when it has one.
+ * turn would fail otherwise), saying how to give it one; null when it has one, or when its base
+ * URL is a server on this machine (Ollama, llama.cpp, vLLM), which needs none: the provider sends
+ * a placeholder key there (providers/auth.ts).
  */
 export function missingApiKeyWarning(modelProvider: string, env: NodeJS.ProcessEnv): string | null {
   const variable = API_KEY_VARIABLES[modelProvider];
-  if (!variable || env[variable]) return null;
-  const local = modelProvider === "openai-chat" && env.OPENAI_BASE_URL ? " (a local server usually accepts any value, e.g. OPENAI_API_KEY=none)" : "";
-  return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is${local}`;
+  if (!variable || env[variable] || (modelProvider === "anthropic" && env.ANTHROPIC_AUTH_TOKEN)) return null;
+  const baseUrl = env[modelProvider === "anthropic" ? "ANTHROPIC_BASE_URL" : "OPENAI_BASE_URL"] || undefined;
+  if (isLocalBaseURL(baseUrl)) return null;
+  const keyless = baseUrl ? `; a server at ${baseUrl} that needs no key accepts any value, e.g. ${variable}=none` : "";
+  return `${variable} is not set: turns with the ${modelProvider} provider will fail until it is (export it, or name a file holding it in ${variable}_FILE, and restart)${keyless}`;
+}
+
+/**
+ * Where a new thread runs when its client sends no cwd: never the directory the server was
+ * started from (with `npm start`, its own checkout: a first prompt could edit the server), and not
+ * the user's home either — under workspace-write every file of it would be writable, ~/.bashrc and
+ * ~/.ssh included, which a later login runs outside any sandbox. A folder of its own instead,
+ * created at start; the user's projects go there or are picked per thread.
+ */
+export function defaultWorkspace(): string {
+  return path.join(os.homedir(), "agent-workspace");
 }
 
 export interface ServerConfig {
@@ -43,6 +59,8 @@ export interface ServerConfig {
   /** Postgres schema for the tables (created if missing); default: the connection's search_path. */
   databaseSchema?: string;
   home: string;
+  /** --workspace / APP_SERVER_WORKSPACE: where threads without a cwd run (default defaultWorkspace()). */
+  workspace?: string;
   modelProvider: string;
   model: string;
   maxFrameBytes: number;
@@ -137,6 +155,7 @@ export const SERVE_OPTIONS = {
   "database-url": { type: "string" },
   "database-schema": { type: "string" },
   home: { type: "string" },
+  workspace: { type: "string" },
   "model-provider": { type: "string" },
   model: { type: "string" },
   "max-frame-bytes": { type: "string" },
@@ -244,6 +263,15 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     homeStat = undefined; // created at start
   }
   if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
+  const workspace = values.workspace ?? env.APP_SERVER_WORKSPACE;
+  const workspaceSource = values.workspace !== undefined ? "--workspace" : "APP_SERVER_WORKSPACE";
+  let workspaceStat;
+  try {
+    workspaceStat = workspace === undefined ? undefined : statSync(workspace);
+  } catch {
+    workspaceStat = undefined; // created at start
+  }
+  if (workspaceStat && !workspaceStat.isDirectory()) throw new ConfigError(`${workspaceSource} ${workspace} is not a directory`);
   const secretFiles: string[] = [];
   let databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
   if (databaseUrl === undefined && env.DATABASE_URL_FILE) {
@@ -267,6 +295,7 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     listen: values.listen ?? env.APP_SERVER_LISTEN ?? DEFAULT_LISTEN,
     databaseUrl,
     home,
+    ...(workspace !== undefined ? { workspace: path.resolve(workspace) } : {}),
     modelProvider,
     model: values.model ?? env.APP_SERVER_MODEL ?? DEFAULT_MODELS[modelProvider]!,
     maxFrameBytes,

@@ -16,7 +16,12 @@ export const REDACT_PATHS = [
   "*.databaseUrl",
 ];
 
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
+
+/** Throws a one-line error naming the valid levels (pino's own says "must be included in custom levels"). */
 export function createLogger(level = process.env.APP_SERVER_LOG_LEVEL || "info", destination: pino.DestinationStream = pino.destination(2)): Logger {
+  if (!(LOG_LEVELS as readonly string[]).includes(level))
+    throw new Error(`invalid log level ${JSON.stringify(level)} (APP_SERVER_LOG_LEVEL): use one of ${LOG_LEVELS.join(", ")}`);
   return pino({ level, base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: "[redacted]" } }, destination);
 }
 

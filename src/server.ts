@@ -2,10 +2,9 @@
  * Composes the server: store → runtime → per-connection handlers → transport. Listens first (so
  * /healthz answers at once), then opens and migrates the store, then reports ready.
  */
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { AppContext } from "./app-context.js";
-import { DEFAULT_LIMITS, DEFAULT_MODELS, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
+import { DEFAULT_LIMITS, DEFAULT_MODELS, defaultWorkspace, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
 import { Metrics } from "./metrics.js";
 import { clusterMetrics, isWorkerProcess } from "./workers.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
@@ -53,10 +52,12 @@ import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
 import { ThreadMcpRegistry } from "./runtime/thread-mcp.js";
+import { makeDirectory } from "./make-directory.js";
+import { unlessAborted } from "./abortable.js";
 
 export interface StartOptions extends ServerConfig {
   log?: Logger;
-  /** Default cwd for new threads. */
+  /** Default cwd for new threads, as is (tests); else `workspace`, made at start. */
   cwd?: string;
   /** Extra store options (tests: schema per test, PGlite fixtures). */
   database?: Partial<OpenDatabaseOptions>;
@@ -72,6 +73,12 @@ export interface StartOptions extends ServerConfig {
   keepalive?: Partial<KeepaliveOptions>;
   /** Agent-loop limits (defaults: 100 model calls per turn, DEFAULT_RETRY). */
   turns?: Partial<TurnSettings>;
+  /**
+   * Stops the start-up (SIGTERM while starting): startServer then rejects with the signal's reason
+   * as soon as it can, having closed what it opened. A database connection still being made is
+   * abandoned at once, and so is an embedded database being started (as crash-safe as a kill).
+   */
+  signal?: AbortSignal;
 }
 
 /** Provider options beyond the SDKs' own variables. */
@@ -124,12 +131,28 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * The default workspace, created if missing. One the configuration names must be usable; the
+ * built-in default (~/agent-workspace) that cannot be made only costs threads without a cwd.
+ */
+async function makeWorkspace(opts: StartOptions, log: Logger): Promise<string> {
+  const dir = opts.workspace ?? defaultWorkspace();
+  try {
+    await makeDirectory(dir, 0o755);
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    if (opts.workspace !== undefined) throw new Error(`cannot create the workspace ${dir} (--workspace / APP_SERVER_WORKSPACE): ${why}`);
+    log.warn({ workspace: dir, error: why }, "cannot create the default workspace: threads started without a cwd will fail; set --workspace");
+  }
+  return dir;
+}
+
 export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const log = opts.log ?? createLogger();
   const listen = parseListen(opts.listen);
-  await mkdir(opts.home, { recursive: true, mode: 0o700 });
-
-  const defaultCwd = path.resolve(opts.cwd ?? process.cwd());
+  const signal = opts.signal;
+  await unlessAborted(makeDirectory(opts.home), signal);
+  const defaultCwd = opts.cwd !== undefined ? path.resolve(opts.cwd) : await makeWorkspace(opts, log);
   let ready = false;
   const connections = new Set<Connection>();
   let app: AppContext | undefined;
@@ -224,14 +247,23 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   let db: Database;
   try {
+    signal?.throwIfAborted();
     const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
-    db = await openDatabase({
+    const opening = openDatabase({
       databaseUrl: opts.databaseUrl,
       dataDir: path.join(opts.home, "pglite"),
       maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
       ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
+      ...(signal ? { signal } : {}),
       ...opts.database,
     });
+    // A Postgres connection (30 s to time out against an address that does not answer) is
+    // abandoned on abort; PGlite stops between its steps itself (openDatabase's signal).
+    db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
+    if (signal?.aborted) {
+      await db.close();
+      signal.throwIfAborted();
+    }
   } catch (err) {
     await ws?.close();
     throw err;
@@ -333,7 +365,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // lease: never a live process's turns), then keeps heartbeating and sweeping.
   let cluster: ClusterHandle;
   try {
-    cluster = await startCluster({ db, home: opts.home, runtime, turns, log, env: process.env });
+    await unlessAborted(sandboxStatus, signal);
+    cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env }), signal, (late) => late.close());
   } catch (err) {
     await threadMcp.close();
     await mcp.close();
@@ -352,7 +385,6 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       onEnd: () => opts.onStdioEnd?.(),
     });
   }
-  await sandboxStatus;
   ready = true;
   const url = ws?.url ?? "stdio://";
   log.info({ url }, "listening");

@@ -25,7 +25,7 @@ export function describeStartError(err: unknown, config: ServerConfig): string {
   }
   if (code === "EADDRINUSE") return `cannot listen on ${config.listen}: the address is already in use (EADDRINUSE); pick another port with --listen`;
   if (code === "EADDRNOTAVAIL" || (code === "EACCES" && e.syscall === "listen")) return `cannot listen on ${config.listen}: ${code}`;
-  if ((code === "EEXIST" || code === "ENOTDIR" || code === "EACCES" || code === "EROFS") && e.syscall === "mkdir")
+  if (["EEXIST", "ENOTDIR", "ENOENT", "EACCES", "EPERM", "EROFS"].includes(code) && e.syscall === "mkdir")
     return `cannot create the home directory ${config.home} (--home / APP_SERVER_HOME): ${code}`;
   return message;
 }

@@ -35,6 +35,7 @@
 import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "./log.js";
 import { cumulativeOnly, mergeSnapshots, renderSnapshots, workersUpSnapshot, type Metrics, type MetricsSnapshot } from "./metrics.js";
+import { listeningBanner } from "./playground-address.js";
 
 /** Restarts allowed within RESTART_WINDOW_MS before the primary gives up (a crash loop). */
 export const MAX_RESTARTS = 5;
@@ -247,8 +248,11 @@ export function stopWhenPrimaryGone(stop: (reason: string) => void): void {
   process.once("disconnect", () => stop("primary process gone"));
 }
 
-/** Primary side: runs `count` workers until SIGTERM/SIGINT; resolves with the exit code. */
-export function runPrimary(count: number, log: Logger): Promise<number> {
+/**
+ * Primary side: runs `count` workers until SIGTERM/SIGINT; resolves with the exit code. `banner`
+ * gives the line printed once every worker listens (serve's, with the playground's address).
+ */
+export function runPrimary(count: number, log: Logger, banner: (url: string) => string | null = listeningBanner): Promise<number> {
   const workers = new Map<number, WorkerEntry>();
   const serverMetrics = new ServerMetrics(workers, metricsTimeoutMs(process.env), log);
   const restarts: number[] = [];
@@ -290,6 +294,8 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
       if (!started && [...workers.values()].filter((x) => x.ready).length === count) {
         started = true;
         log.info({ url: m.url, workers: count }, "listening");
+        const line = banner(m.url);
+        if (line) process.stdout.write(line);
       }
     });
   };
@@ -342,8 +348,9 @@ export function runPrimary(count: number, log: Logger): Promise<number> {
     fork(w.index);
   });
 
-  process.once("SIGTERM", () => stopAll("SIGTERM", 0));
-  process.once("SIGINT", () => stopAll("SIGINT", 0));
+  // Kept after the first (stopAll runs once): under npm start one Ctrl-C arrives twice.
+  process.on("SIGTERM", () => stopAll("SIGTERM", 0));
+  process.on("SIGINT", () => stopAll("SIGINT", 0));
   log.info({ workers: count }, "starting workers");
   for (let i = 1; i <= count; i++) fork(i);
   return done;

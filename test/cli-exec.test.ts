@@ -8,7 +8,8 @@
 import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { makeWorkspace, MARK_COMMAND, markerCount } from "./support/approvals.js";
@@ -238,19 +239,27 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(threads.map((t) => t.id)).toContain(threadId);
   });
 
-  it("the README's dozen-line client runs a turn, approval included", async () => {
+  it("the README's dozen-line client runs a turn, approval included, with the token the server made", async () => {
     const readme = readFileSync(path.join(REPO_ROOT, "README.md"), "utf8");
-    const section = readme.slice(readme.indexOf("## Writing your own client"));
+    const section = readme.slice(readme.indexOf("**Your own client.**"));
     const code = section.match(/```js\n([\s\S]*?)```/)![1]!;
-    expect(code.split("\n").filter(Boolean).length).toBeLessThanOrEqual(13);
+    expect(code.split("\n").filter(Boolean).length).toBeLessThanOrEqual(14);
+    // A server that requires its token, kept where the client reads it: $HOME/.agent-app-server/auth-token.
+    const token = "readme-client-token-0123456789";
+    const secured = await startTurnHarness(backend, "openai", { authToken: token });
+    onTestFinished(() => secured.close());
+    const clientHome = mkdtempSync(path.join(os.tmpdir(), "readme-client-home-"));
+    onTestFinished(() => rmSync(clientHome, { recursive: true, force: true }));
+    mkdirSync(path.join(clientHome, ".agent-app-server"), { mode: 0o700 });
+    writeFileSync(path.join(clientHome, ".agent-app-server", "auth-token"), `${token}\n`, { mode: 0o600 });
     // Written inside the repository so that `import "ws"` resolves.
     const file = path.join(REPO_ROOT, "test-output", `readme-client-${process.pid}.mjs`);
     mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, code.replace('"ws://127.0.0.1:4500"', JSON.stringify(url)));
+    writeFileSync(file, code.replace('"ws://127.0.0.1:4500"', JSON.stringify(secured.ts.url)));
     onTestFinished(() => rmSync(file, { force: true }));
     // A command outside the workspace: under the default policy (on-request) the server asks.
-    h.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo readme-approved", workdir: "/" } }] }, { text: ["Two ", "files."] });
-    const child = spawn(process.execPath, [file], { cwd: REPO_ROOT, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+    secured.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo readme-approved", workdir: "/" } }] }, { text: ["Two ", "files."] });
+    const child = spawn(process.execPath, [file], { cwd: REPO_ROOT, env: cleanEnv({ HOME: clientHome }), stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -259,7 +268,9 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(exitCode, stderr).toBe(0);
     expect(stdout).toBe("Two files.\n[turn completed]\n");
     // The server asked, the client accepted, the command ran.
-    const c = await TestClient.initialized(url);
+    const c = await TestClient.connect(secured.ts.url, { headers: { authorization: `Bearer ${token}` } });
+    await c.request("initialize", { clientInfo: { name: "test", title: null, version: "0.0.1" }, capabilities: {} });
+    c.notify("initialized", {});
     const [thread] = (await c.request("thread/list", { limit: 1, sortKey: "created_at" })).data;
     const events = (await c.request("thread/events/list", { threadId: thread.id })).data;
     await c.close();
@@ -269,12 +280,26 @@ describe("app-server exec and threads against a server (--url)", () => {
     expect(command).toMatchObject({ status: "completed", exitCode: 0, aggregatedOutput: "readme-approved\n" });
   });
 
-  it("a failed turn exits 1 with the error on stderr", async () => {
+  it("a failed turn exits 1 with the error on stderr, said once", async () => {
     h.mock.enqueue({ kind: "error", status: 400, message: "bad request from the mock" });
     const p = await exec("Fail please");
     expect(p.exit.code, p.stderr).toBe(1);
     expect(p.stderr).toContain("✗ turn failed");
+    // The error notification and the turn's end carry the same message: one line says it.
+    expect(p.stderr.match(/bad request from the mock/g)).toHaveLength(1);
     expect(p.stdout).toBe("");
+  });
+
+  it("a retried model call says what failed once, then only which retry comes", async () => {
+    h.mock.enqueue({ kind: "error", status: 500, message: "mock outage" }, { kind: "error", status: 500, message: "mock outage" }, { text: "recovered" });
+    const p = await exec("Try again");
+    expect(p.exit.code, p.stderr).toBe(0);
+    const said = p.stderrLines.filter((l) => l.startsWith("! "));
+    expect(said).toEqual([
+      expect.stringMatching(/^! openai: HTTP 500\b.*mock outage — retrying in \d+ ms \(retry 1 of 3\)$/),
+      expect.stringMatching(/^! again — retrying in \d+ ms \(retry 2 of 3\)$/),
+    ]);
+    expect(p.stdout).toContain("recovered");
   });
 
   it("Ctrl-C sends turn/interrupt and exits 130", async () => {

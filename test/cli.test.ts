@@ -1,5 +1,6 @@
 /** The `app-server` command as a real process: help, schema generation, serve, signals, config errors. */
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { existsSync, statSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -8,6 +9,7 @@ import { TestClient } from "./support/client.js";
 import { TEST_DATABASE_URL } from "./support/db.js";
 import { parseJson, postgresSchemaUrl, REPO_ROOT, runCli, removeSeed, seededHome, spawnCli, type CliProcess } from "./support/process.js";
 import { startMockModelServer } from "./support/mock-model-server.js";
+import { quietHome } from "./support/server.js";
 import { SERVE_OPTIONS } from "../src/config.js";
 import { EXEC_OPTIONS } from "../src/client/exec.js";
 import { THREADS_OPTIONS } from "../src/client/threads.js";
@@ -42,7 +44,7 @@ describe.concurrent("app-server --help, --version, unknown commands", () => {
     for (const args of [["--help"], ["-h"], []]) {
       const p = await runCli(args);
       expect(p.exit, args.join(" ")).toEqual({ code: 0, signal: null });
-      for (const command of ["serve", "exec", "threads", "generate-json-schema"]) expect(p.stdout).toContain(`app-server ${command}`);
+      for (const command of ["serve", "exec", "threads", "generate-json-schema", "app-server"]) expect(p.stdout).toContain(`app-server ${command}`);
       expect(p.stdout).toContain("app-server COMMAND --help");
     }
   });
@@ -125,9 +127,17 @@ describe.concurrent("app-server serve: configuration errors exit 2 with a clear 
   ])("%s", async (_what, args, message) => {
     const p = await runCli(["serve", ...args], { env: { APP_SERVER_HOME: path.join(os.tmpdir(), "aas-never-created") } });
     expect(p.exit).toEqual({ code: 2, signal: null });
+    // One line, once: not a JSON log line repeating it.
+    expect(p.stderrLines.filter(Boolean)).toHaveLength(1);
     expect(p.stderr).toMatch(message);
     expect(p.stderr).toMatch(/^app-server: /m);
     expect(p.stdout).toBe("");
+  });
+
+  it("an invalid APP_SERVER_LOG_LEVEL: one line naming the variable and the valid levels, not the logging library's internals", async () => {
+    const p = await runCli(["serve"], { env: { APP_SERVER_LOG_LEVEL: "loud", APP_SERVER_HOME: path.join(os.tmpdir(), "aas-never-created") } });
+    expect(p.exit).toEqual({ code: 2, signal: null });
+    expect(p.stderrLines.filter(Boolean)).toEqual(['app-server: invalid log level "loud" (APP_SERVER_LOG_LEVEL): use one of trace, debug, info, warn, error, fatal, silent']);
   });
 
   it.each(["ws://0.0.0.0:0", "ws://192.168.1.10:0", "ws://[::]:0", "ws://example.com:0", "ws://127.0.0.1.nip.io:0"])(
@@ -170,8 +180,9 @@ describe("app-server serve on ws://", () => {
     // Says what failed, without the password and without a stack trace at the default log level.
     expect(p.stderr).toContain("app-server: could not start: cannot connect to the database at postgres://app:***@127.0.0.1:1/app: ECONNREFUSED");
     expect(p.stderr).not.toContain("s3cr3t-pw");
-    const logged = p.stderrLines.map(parseJson).find((m) => m?.msg === "could not start");
-    expect(logged.error).toMatch(/^cannot connect to the database at /);
+    // Said once: the only line that is not a JSON log line, and no log line repeats it.
+    expect(p.stderrLines.filter((l) => l && parseJson(l) === undefined)).toEqual([expect.stringMatching(/^app-server: could not start: /)]);
+    expect(p.stderr.match(/cannot connect to the database/g)).toHaveLength(1);
     expect(p.stderr).not.toMatch(/"stack"|\n\s+at /);
   });
 
@@ -193,17 +204,26 @@ describe("app-server serve on ws://", () => {
     const h = await home();
     const p = serve(["--listen", "ws://127.0.0.1:0", "--home", h]);
     const url = await p.listening();
-    // Where new threads run: the directory serve started in.
-    expect((await p.waitForLog(`new threads run in ${REPO_ROOT.replace(/\/$/, "")} unless the client sends a cwd`)).cwd).toBe(REPO_ROOT.replace(/\/$/, ""));
+    // Where new threads run: a folder of its own in the user's home, made at start — not the
+    // directory serve started in (here the checkout).
+    const workspace = path.join(quietHome(), "agent-workspace");
+    expect((await p.waitForLog(`new threads run in ${workspace} unless the client sends a cwd`)).cwd).toBe(workspace);
     expect(url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
     expect(url).not.toBe("ws://127.0.0.1:0");
     const ready = await fetch(`${httpOf(url)}/readyz`);
     expect(ready.status).toBe(200);
     expect((await fetch(`${httpOf(url)}/healthz`)).status).toBe(200);
+    // The address it prints for people is the playground page.
+    const page = /the playground: (\S+)$/.exec(await p.waitForLine("stdout", (l) => l.includes("the playground: ")))![1]!;
+    const html = await fetch(page);
+    expect(html.status).toBe(200);
+    expect(html.headers.get("content-type")).toMatch(/^text\/html/);
 
     const c = await TestClient.initialized(url);
     const { thread } = await c.request("thread/start", {});
     expect(thread.modelProvider).toBe("openai");
+    expect(thread.cwd).toBe(workspace);
+    expect(statSync(workspace).isDirectory()).toBe(true);
 
     p.child.kill(signal);
     await c.closed;
@@ -213,8 +233,18 @@ describe("app-server serve on ws://", () => {
     expect(msgs.every((m) => m !== undefined)).toBe(true); // stderr holds JSON lines only
     expect(msgs.find((m) => m.msg === "shutting down")).toMatchObject({ reason: signal });
     expect(msgs.map((m) => m.msg)).toContain("stopped");
-    expect(p.stdout).toBe("");
+    expect(p.stdout).toBe(`app-server is listening on ${url}; the playground: ${httpOf(url)}/`);
     await expect(fetch(`${httpOf(url)}/healthz`)).rejects.toThrow();
+  });
+
+  it("a second SIGINT while it stops (npm start delivers one Ctrl-C twice) does not cut the graceful stop short", async () => {
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", await home()]);
+    await p.listening();
+    p.child.kill("SIGINT");
+    await p.waitForLog("shutting down");
+    if (!p.exit) p.child.kill("SIGINT");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(p.stderrLines.map((l) => parseJson(l)?.msg)).toContain("stopped");
   });
 
   it("takes listen, home, model provider and model from the environment, flags winning over it", async () => {
@@ -330,7 +360,9 @@ describe("app-server serve: warnings at start-up", () => {
     await p.listening();
     // Only the key warnings: a machine without bubblewrap also warns that the sandbox is unavailable.
     const warnings = p.stderrLines.map(parseJson).filter((m) => m?.level === 40 && /API_KEY/.test(m.msg));
-    expect(warnings.map((m) => m.msg)).toEqual(["ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is"]);
+    expect(warnings.map((m) => m.msg)).toEqual([
+      "ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is (export it, or name a file holding it in ANTHROPIC_API_KEY_FILE, and restart)",
+    ]);
     const q = serve(["--listen", "ws://127.0.0.1:0", "--home", withKey, "--model-provider", "anthropic"], { ANTHROPIC_API_KEY: "k" });
     await q.listening();
     expect(q.stderrLines.map(parseJson).filter((m) => m?.level === 40 && /API_KEY/.test(m.msg))).toEqual([]);
@@ -364,23 +396,87 @@ describe("app-server serve: warnings at start-up", () => {
   });
 });
 
-describe("app-server from any directory (npm link / npm install -g .)", () => {
-  it("runs through a symlinked bin, as a global install makes it, in another directory", async () => {
-    // npm link (and npm install -g . from the checkout) puts a symlink to bin/app-server.js on PATH;
-    // it runs the built dist/ (npm install builds it).
-    const dir = await mkdtemp(path.join(os.tmpdir(), "aas-bin-"));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    await mkdir(path.join(dir, "bin"));
-    await mkdir(path.join(dir, "elsewhere"));
-    await symlink(path.join(REPO_ROOT, "bin", "app-server.js"), path.join(dir, "bin", "app-server"));
-    const { spawnSync } = await import("node:child_process");
-    const run = (args: string[]) =>
-      spawnSync("app-server", args, { cwd: path.join(dir, "elsewhere"), encoding: "utf8", env: { ...process.env, PATH: `${path.join(dir, "bin")}:${process.env.PATH}` } });
-    const version = run(["--version"]);
-    expect(version.status, version.stderr).toBe(0);
-    expect(version.stdout.trim()).toBe(JSON.parse(await readFile(path.join(REPO_ROOT, "package.json"), "utf8")).version);
-    const help = run(["--help"]);
-    expect(help.status).toBe(0);
-    expect(help.stdout).toContain("app-server exec PROMPT");
+describe("app-server serve: stopping while it starts, and a home it cannot create", () => {
+  async function tempHome(): Promise<string> {
+    const h = await mkdtemp(path.join(os.tmpdir(), "aas-cli-"));
+    cleanups.push(() => rm(h, { recursive: true, force: true }));
+    return h;
+  }
+
+  it("SIGTERM while the database connection is being made stops it at once (exit 0), not when the connection times out", async () => {
+    // Accepts TCP connections and never answers: postgres.js would wait 30 s for the handshake.
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((s) => {
+      sockets.add(s);
+      s.on("error", () => {});
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    cleanups.push(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => silent.close(r));
+    });
+    const connected = new Promise<void>((r) => silent.once("connection", () => r()));
+    const port = (silent.address() as net.AddressInfo).port;
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", await tempHome(), "--database-url", `postgres://app@127.0.0.1:${port}/app`]);
+    await connected;
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    const msgs = p.stderrLines.map(parseJson);
+    expect(msgs.find((m) => m?.msg === "shutting down")).toMatchObject({ reason: "SIGTERM" });
+    expect(msgs.map((m) => m?.msg)).toContain("stopped");
+    expect(p.stderr).not.toMatch(/could not start|CONNECT_TIMEOUT|did not stop in time/);
+    expect(p.stdout).toBe(""); // it never got to serve clients
+  });
+
+  it("SIGTERM while the embedded database opens: exit 0, and the home opens again", async () => {
+    const h = await tempHome();
+    const args = ["--listen", "ws://127.0.0.1:0", "--home", h];
+    const p = serve(args);
+    // The embedded database's lock file appears as it starts to open (then the seed is unpacked and
+    // PGlite started, a second or more): signal then.
+    const lock = path.join(h, "pglite", "app-server.lock");
+    for (let waited = 0; !existsSync(lock); waited += 10) {
+      if (waited > 60_000 || p.exit) throw new Error(`no ${lock} after ${waited} ms (exit ${JSON.stringify(p.exit)}); stderr:\n${p.stderr}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(p.stderr).not.toMatch(/could not start|did not stop in time/);
+    // Nothing was left half-made: the same home serves the next start.
+    const q = serve(args);
+    const c = await TestClient.initialized(await q.listening());
+    expect((await c.request("thread/start", {})).thread.id).toEqual(expect.any(String));
+    await c.close();
+    q.child.kill("SIGTERM");
+    expect(await q.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("--workspace: threads without a cwd run there (made at start); one that cannot be made stops the start with one line", async () => {
+    const h = await tempHome();
+    const workspace = path.join(h, "projects", "ws");
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", path.join(h, "home")], { APP_SERVER_WORKSPACE: workspace });
+    const c = await TestClient.initialized(await p.listening());
+    expect((await c.request("thread/start", {})).thread.cwd).toBe(workspace);
+    // A cwd the client sends wins.
+    expect((await c.request("thread/start", { cwd: h })).thread.cwd).toBe(h);
+    await c.close();
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(statSync(workspace).isDirectory()).toBe(true);
+
+    const bad = serve(["--listen", "ws://127.0.0.1:0", "--home", path.join(h, "home"), "--workspace", `/proc/aas-ws-${process.pid}`]);
+    expect(await bad.exited).toEqual({ code: 1, signal: null });
+    expect(bad.stderrLines.filter((l) => l && parseJson(l) === undefined)).toEqual([
+      `app-server: could not start: cannot create the workspace /proc/aas-ws-${process.pid} (--workspace / APP_SERVER_WORKSPACE): ENOENT`,
+    ]);
+  });
+
+  it.runIf(process.platform === "linux")("a home it cannot create (inside /proc) fails at once with one line, where Node's recursive mkdir spins forever", async () => {
+    const home = `/proc/aas-home-${process.pid}`;
+    const p = serve(["--listen", "ws://127.0.0.1:0", "--home", home]);
+    expect(await p.exited).toEqual({ code: 1, signal: null });
+    expect(p.stderrLines.filter((l) => l && parseJson(l) === undefined)).toEqual([
+      `app-server: could not start: cannot create the home directory ${home} (--home / APP_SERVER_HOME): ENOENT`,
+    ]);
   });
 });

@@ -59,8 +59,8 @@ describe.skipIf(noCodex)("codex exec --remote (real codex 0.171)", () => {
   // thread is not ephemeral and the turn's itemsView is not "full" (exec/src/lib.rs
   // should_backfill_turn_completed_items: `!thread_ephemeral && items_view != Full`), so it does
   // the same against Codex's own app-server, which also sends "summary" here. Only a "full" view
-  // (every item of the turn, command output included, to every subscriber) would avoid it; see
-  // /work/notes/issue-17a.md. Asserted: exactly one such read, and it is answered. (`--ephemeral`, the one
+  // (every item of the turn, command output included, to every subscriber) would avoid it.
+  // Asserted: exactly one such read, and it is answered. (`--ephemeral`, the one
   // case exec does not backfill, is refused by exec with --remote.)
   it("runs a plain turn, prints the streamed answer; turn/completed carries the summary items", async () => {
     h.mock.enqueue({ text: ["Hello ", "from ", "the mock"] });

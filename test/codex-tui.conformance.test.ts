@@ -27,6 +27,7 @@ import { makeWorkspace } from "./support/approvals.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { mockProviders } from "./support/turns.js";
+import { readmeCommand } from "./support/readme.js";
 
 const tmuxMissing = !hasTmux();
 if (tmuxMissing) {
@@ -67,6 +68,7 @@ async function startModelRouter(main: MockModelServer, titles: MockModelServer):
 }
 
 const SOCKET = `aas-tui-${process.pid}`;
+const TUI_TOKEN = "tui-conformance-token-0123456789";
 /**
  * tmux keeps its socket under $TMUX_TMPDIR/tmux-UID (default /tmp): pointed at the run's own
  * temporary directory, which the global teardown removes, so a run leaves nothing in /tmp.
@@ -94,7 +96,8 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     titleMock = await startMockModelServer({ defaultReply: { text: "Mock title" } });
     router = await startModelRouter(mock, titleMock);
     const routed = { ...mock, url: router.url, anthropicBaseUrl: router.url, openaiBaseUrl: `${router.url}/v1` } as MockModelServer;
-    ts = await startTestServer("pglite", { modelProvider: "openai", model: "mock-model", providers: mockProviders(routed), cwd: ws.dir });
+    // The server requires a token, as by default: the TUI sends it from APP_TOKEN, as the README says.
+    ts = await startTestServer("pglite", { modelProvider: "openai", model: "mock-model", providers: mockProviders(routed), cwd: ws.dir, authToken: TUI_TOKEN });
     relay = await startRecordingRelay(ts.url);
     codex = codexEnv();
   });
@@ -114,11 +117,17 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     ws?.cleanup();
   });
 
-  /** Starts `codex <args> --remote <relay>` in a new detached 120×40 tmux session in the workspace. */
+  /**
+   * Starts the README's `codex --remote …` (with `args` added, the server's URL the relay's) in a new
+   * detached 120×40 tmux session in the workspace.
+   */
   function startTui(args: string[]): void {
     session = `tui${++sessions}`;
-    const env = Object.entries(codex.env).map(([k, v]) => `${k}=${v}`);
-    const r = tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", ws.dir, "env", "-i", ...env, CODEX_BIN, ...args, "--remote", relay.url, ";", "set-option", "-t", session, "remain-on-exit", "on");
+    const env = Object.entries({ ...codex.env, APP_TOKEN: TUI_TOKEN }).map(([k, v]) => `${k}=${v}`);
+    const [program, ...readme] = readmeCommand("codex --remote ws://127.0.0.1:4500 --remote-auth-token-env APP_TOKEN").split(" ");
+    expect(program).toBe("codex");
+    const remote = readme.map((a) => (a === "ws://127.0.0.1:4500" ? relay.url : a));
+    const r = tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", ws.dir, "env", "-i", ...env, CODEX_BIN, ...args, ...remote, ";", "set-option", "-t", session, "remain-on-exit", "on");
     expect(r.status, r.stderr).toBe(0);
   }
   const screen = () => tmux("capture-pane", "-p", "-t", session!).stdout;

@@ -10,114 +10,10 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { DEFAULT_MODELS, resolveServeConfig } from "../src/config.js";
+import { argsOf, envMap, healthcheckCommand, interpolate, interpolateTree, parseDockerfile, parseEnvFile, referencedVariables, strings, type Env } from "./support/compose.js";
 import { REPO_ROOT } from "./support/process.js";
 
 const read = (file: string) => readFileSync(path.join(REPO_ROOT, file), "utf8");
-
-type Env = Record<string, string | undefined>;
-
-/**
- * Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error},
- * $VAR, and $$ for a literal $. Throws where compose would refuse to start.
- */
-function interpolate(text: string, env: Env): string {
-  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (match, name, colon, op, arg, bare) => {
-    if (match === "$$") return "$";
-    if (bare) return env[bare] ?? "";
-    const value = env[name];
-    const missing = colon ? value === undefined || value === "" : value === undefined;
-    if (op === "-") return missing ? arg : value!;
-    if (op === "?") {
-      if (missing) throw new Error(`required variable ${name} is missing a value: ${arg}`);
-      return value!;
-    }
-    return value ?? "";
-  });
-}
-
-function interpolateTree(node: unknown, env: Env): unknown {
-  if (typeof node === "string") return interpolate(node, env);
-  if (Array.isArray(node)) return node.map((n) => interpolateTree(n, env));
-  if (node && typeof node === "object") return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, interpolateTree(v, env)]));
-  return node;
-}
-
-/** Strings of a parsed YAML tree (values and keys; comments are gone). */
-function strings(node: unknown): string[] {
-  if (typeof node === "string") return [node];
-  if (Array.isArray(node)) return node.flatMap(strings);
-  if (node && typeof node === "object") return Object.entries(node).flatMap(([k, v]) => [k, ...strings(v)]);
-  return [];
-}
-
-/** Names of the ${VAR} and $VAR references in a compose file ($$ is an escaped literal $). */
-function referencedVariables(tree: unknown): string[] {
-  const names = strings(tree).flatMap((s) =>
-    [...s.replace(/\$\$/g, "").matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!),
-  );
-  return [...new Set(names)].sort();
-}
-
-/** An env file as compose reads it: KEY=VALUE lines; comments and blank lines ignored. */
-function parseEnvFile(text: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const line of text.split("\n")) {
-    const m = /^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
-    if (m) env[m[1]!] = m[2]!.trim();
-  }
-  return env;
-}
-
-/** `environment:` as a map or as a list of KEY=VALUE. */
-function envMap(environment: unknown): Record<string, string> {
-  if (Array.isArray(environment))
-    return Object.fromEntries(environment.map((e: string) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
-  return Object.fromEntries(Object.entries((environment ?? {}) as Record<string, unknown>).map(([k, v]) => [k, String(v ?? "")]));
-}
-
-const healthcheckCommand = (hc: { test: string | string[] }) => (Array.isArray(hc.test) ? hc.test.join(" ") : hc.test);
-
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-interface Stage {
-  from: string;
-  name: string | null;
-  instructions: Instruction[];
-}
-
-/** Dockerfile → stages of instructions (comments dropped, line continuations joined). */
-function parseDockerfile(text: string): Stage[] {
-  const logical: string[] = [];
-  let current = "";
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
-    if (line.startsWith("#") || (line === "" && current === "")) continue;
-    if (line.endsWith("\\")) {
-      current += line.slice(0, -1) + " ";
-      continue;
-    }
-    current += line;
-    if (current.trim()) logical.push(current.trim());
-    current = "";
-  }
-  const stages: Stage[] = [];
-  for (const l of logical) {
-    const [keyword, ...rest] = l.split(/\s+/);
-    const args = rest.join(" ");
-    if (keyword!.toUpperCase() === "FROM") {
-      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
-      stages.push({ from: m[1]!, name: m[2] ?? null, instructions: [] });
-    } else {
-      expect(stages.length, `${keyword} before the first FROM`).toBeGreaterThan(0);
-      stages.at(-1)!.instructions.push({ keyword: keyword!.toUpperCase(), args });
-    }
-  }
-  return stages;
-}
-
-const argsOf = (stage: Stage, keyword: string) => stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
 
 const compose = parseYaml(read("docker-compose.yml")) as Record<string, any>;
 const composeText = read("docker-compose.yml");
@@ -163,6 +59,14 @@ describe("docker-compose.yml", () => {
     expect(healthcheckCommand(app.healthcheck)).toMatch(/http:\/\/127\.0\.0\.1:4500\/readyz/);
     const home = (app.volumes as string[]).find((v) => v.endsWith(":/data"));
     expect(Object.keys(compose.volumes)).toContain(home!.split(":")[0]);
+  });
+
+  it("drops every capability but the four the entry point needs, with no-new-privileges; the workspace on a volume", () => {
+    expect(app.cap_drop).toEqual(["ALL"]);
+    expect([...app.cap_add].sort()).toEqual(["CHOWN", "DAC_READ_SEARCH", "SETGID", "SETUID"]);
+    expect(app.security_opt).toContain("no-new-privileges:true");
+    const workspace = (app.volumes as string[]).find((v) => v.endsWith(":/workspace"));
+    expect(Object.keys(compose.volumes)).toContain(workspace!.split(":")[0]);
   });
 
   it("publishes the WebSocket port on the host's loopback interface only", () => {
@@ -221,15 +125,17 @@ describe("docker-compose.yml", () => {
     }
   });
 
-  it("takes the auth token from a secret file and passes no env_file to the container", () => {
+  it("takes the auth token from a secret file, the model key from .env, and passes no env_file to the container", () => {
     const env = envMap(app.environment);
     expect(app.env_file).toBeUndefined();
     expect(env.APP_SERVER_AUTH_TOKEN).toBeUndefined();
     expect(env.APP_SERVER_AUTH_TOKEN_FILE).toBe("/run/secrets/app_server_token");
     expect(app.secrets).toContain("app_server_token");
-    for (const name of ["ANTHROPIC_API_KEY_FILE", "OPENAI_API_KEY_FILE", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
+    // The model's key and endpoint: from .env (or a key file named there), each by name.
+    for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY_FILE", "OPENAI_API_KEY_FILE", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "APP_SERVER_MODEL_PROVIDER", "APP_SERVER_MODEL"])
       expect(env[name], name).toMatch(new RegExp(`^\\$\\{${name}\\b`));
-    for (const name of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]) expect(env[name], name).toBeUndefined();
+    const withKey = envMap((interpolateTree(compose, { ...sampleEnv(), OPENAI_API_KEY: "sk-from-dot-env" }) as any).services["app-server"].environment);
+    expect(withKey.OPENAI_API_KEY).toBe("sk-from-dot-env");
     const secrets = interpolateTree(compose.secrets, {}) as Record<string, { file: string }>;
     expect(secrets).toEqual({ postgres_password: { file: "./secrets/postgres_password" }, app_server_token: { file: "./secrets/app_server_token" } });
     expect(read(".gitignore")).toMatch(/^secrets\/?$/m);
@@ -255,6 +161,7 @@ describe("docker-compose.yml", () => {
       const config = resolveServeConfig(cmd.slice(3), containerEnv);
       expect(config.listen).toBe("ws://0.0.0.0:4500");
       expect(config.home).toBe("/data");
+      expect(config.workspace).toBe("/workspace");
       const url = new URL(config.databaseUrl!);
       expect(`${url.protocol}//${url.username}@${url.host}${url.pathname}`).toBe("postgres://app@postgres:5432/app");
       expect(decodeURIComponent(url.password)).toBe(password);
@@ -298,7 +205,7 @@ describe(".env.example", () => {
   });
 
   it("names only variables that something reads (no typos)", () => {
-    const sources = [composeText, read("src/config.ts"), read("src/server.ts"), read("src/log.ts"), read("README.md")].join("\n");
+    const sources = [composeText, read("src/config.ts"), read("src/server.ts"), read("src/log.ts"), read("README.md"), read("docs/configuration.md")].join("\n");
     for (const name of assignments.keys()) expect(sources, `${name} is read by nothing`).toContain(name);
   });
 
@@ -348,15 +255,20 @@ describe("Dockerfile", () => {
     expect(existsSync(path.join(REPO_ROOT, "src/main.ts"))).toBe(true);
   });
 
-  it("runs as the non-root node user with its home on a volume", () => {
-    const users = argsOf(runtime, "USER");
-    expect(users.at(-1)).toBe("node");
-    // Nothing runs as root after the switch.
-    const lastUser = runtime.instructions.map((i) => i.keyword).lastIndexOf("USER");
-    expect(runtime.instructions.slice(lastUser).filter((i) => i.keyword === "RUN")).toEqual([]);
-    expect(argsOf(runtime, "ENV").join(" ")).toMatch(/\bAPP_SERVER_HOME=\/data\b/);
-    expect(argsOf(runtime, "VOLUME").join(" ")).toMatch(/\/data/);
-    expect(argsOf(runtime, "RUN").join("\n")).toMatch(/chown node:node \/data/);
+  it("starts through the entry point that runs the server as the node user, with its home and workspace on volumes", () => {
+    // No USER: the entry point (test/container-entrypoint.test.ts runs it) starts as root to hand
+    // the secret files over, then runs the command as `node` (its default APP_SERVER_RUN_AS).
+    expect(argsOf(runtime, "USER")).toEqual([]);
+    expect(JSON.parse(argsOf(runtime, "ENTRYPOINT")[0]!)).toEqual(["app-server-entrypoint"]);
+    expect(argsOf(runtime, "COPY")).toContain("--from=build /app/scripts/container-entrypoint.sh /usr/local/bin/app-server-entrypoint");
+    const script = read("scripts/container-entrypoint.sh");
+    expect(script).toMatch(/run_as="\$\{APP_SERVER_RUN_AS:-node\}"/);
+    expect(script.trim().split("\n").at(-1)).toBe('exec setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@"');
+    const env = argsOf(runtime, "ENV").join(" ");
+    expect(env).toMatch(/\bAPP_SERVER_HOME=\/data\b/);
+    expect(env).toMatch(/\bAPP_SERVER_WORKSPACE=\/workspace\b/);
+    expect(JSON.parse(argsOf(runtime, "VOLUME")[0]!)).toEqual(["/data", "/workspace"]);
+    expect(argsOf(runtime, "RUN").join("\n")).toMatch(/chown node:node \/data \/workspace/);
     expect(argsOf(runtime, "EXPOSE")).toEqual(["4500"]);
   });
 
@@ -391,10 +303,10 @@ describe(".dockerignore", () => {
 });
 
 describe("README", () => {
-  it("has the Run with Docker section after Configuration", () => {
+  it("has the Self-host section, with the compose commands, after Configure", () => {
     const readme = read("README.md");
-    const docker = readme.indexOf("\n## Run with Docker\n");
-    expect(docker).toBeGreaterThan(readme.indexOf("\n## Configuration\n"));
-    expect(readme.slice(docker)).toMatch(/docker compose up/);
+    const selfHost = readme.indexOf("\n## Self-host\n");
+    expect(selfHost).toBeGreaterThan(readme.indexOf("\n## Configure\n"));
+    expect(readme.slice(selfHost)).toMatch(/docker compose up/);
   });
 });

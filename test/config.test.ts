@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, loadApiKeyFiles, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
+import { ConfigError, DEFAULT_LISTEN, defaultWorkspace, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MODELS, isLoopback, loadApiKeyFiles, missingApiKeyWarning, parseListen, resolveServeConfig } from "../src/config.js";
 
 /** The hardening settings when none are given. */
 const NO_HARDENING = { authToken: null, insecureNoAuth: false, allowedOrigins: [], limits: {}, commandEnv: [] };
@@ -226,6 +226,26 @@ describe("start-up checks that name what is wrong", () => {
     }
   });
 
+  it("--workspace / APP_SERVER_WORKSPACE: where threads without a cwd run, resolved, flag first; a file is refused", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "aas-config-"));
+    try {
+      expect(resolveServeConfig([], {}).workspace).toBeUndefined(); // the server's default (~/agent-workspace)
+      expect(resolveServeConfig([], { APP_SERVER_WORKSPACE: "rel/ws" }).workspace).toBe(path.resolve("rel/ws"));
+      expect(resolveServeConfig(["--workspace", "/flag/ws"], { APP_SERVER_WORKSPACE: "/env/ws" }).workspace).toBe("/flag/ws");
+      const file = path.join(dir, "a-file");
+      writeFileSync(file, "x");
+      expect(() => resolveServeConfig(["--workspace", file], {})).toThrow(`--workspace ${file} is not a directory`);
+      expect(() => resolveServeConfig([], { APP_SERVER_WORKSPACE: file })).toThrow(`APP_SERVER_WORKSPACE ${file} is not a directory`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the default workspace is a folder of its own in the user's home, not the home itself nor the server's directory", () => {
+    expect(defaultWorkspace()).toBe(path.join(os.homedir(), "agent-workspace"));
+    expect(defaultWorkspace()).not.toBe(process.cwd());
+  });
+
   it("--database-schema: a plain identifier, with a Postgres database only", () => {
     const url = "postgres://postgres@127.0.0.1:5432/postgres";
     expect(resolveServeConfig(["--database-url", url, "--database-schema", "agent_app"], {}).databaseSchema).toBe("agent_app");
@@ -243,10 +263,24 @@ describe("start-up checks that name what is wrong", () => {
   });
 
   it("warns when the provider has no API key", () => {
-    expect(missingApiKeyWarning("anthropic", {})).toMatch(/^ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail/);
-    expect(missingApiKeyWarning("openai", {})).toMatch(/^OPENAI_API_KEY is not set/);
-    expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/local server usually accepts any value/);
+    expect(missingApiKeyWarning("anthropic", {})).toBe(
+      "ANTHROPIC_API_KEY is not set: turns with the anthropic provider will fail until it is (export it, or name a file holding it in ANTHROPIC_API_KEY_FILE, and restart)",
+    );
+    expect(missingApiKeyWarning("openai", {})).toMatch(/^OPENAI_API_KEY is not set: .*OPENAI_API_KEY_FILE, and restart\)$/);
+    // A server on this machine (Ollama, llama.cpp) needs no key: the provider sends a placeholder.
+    for (const url of ["http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "http://[::1]:8000/v1"]) {
+      expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: url }), url).toBeNull();
+      expect(missingApiKeyWarning("openai", { OPENAI_BASE_URL: url }), url).toBeNull();
+    }
+    expect(missingApiKeyWarning("anthropic", { ANTHROPIC_BASE_URL: "http://127.0.0.1:9000" })).toBeNull();
+    // Another machine's server may need a key, or accept any: the warning says both.
+    expect(missingApiKeyWarning("openai-chat", { OPENAI_BASE_URL: "http://gpu-box:8000/v1" })).toMatch(
+      /will fail until it is .*; a server at http:\/\/gpu-box:8000\/v1 that needs no key accepts any value, e\.g\. OPENAI_API_KEY=none$/,
+    );
+    // The local address of another provider does not count.
+    expect(missingApiKeyWarning("anthropic", { OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" })).toMatch(/^ANTHROPIC_API_KEY is not set/);
     expect(missingApiKeyWarning("anthropic", { ANTHROPIC_API_KEY: "k" })).toBeNull();
+    expect(missingApiKeyWarning("anthropic", { ANTHROPIC_AUTH_TOKEN: "t" })).toBeNull();
     expect(missingApiKeyWarning("openai-chat", { OPENAI_API_KEY: "k" })).toBeNull();
   });
 

@@ -1,7 +1,8 @@
 /** The admission helpers (src/transport/auth.ts): the peer's uid from /proc/net/tcp{,6}, the playground address. */
 import net from "node:net";
 import { describe, expect, it } from "vitest";
-import { isLoopbackAddress, peerUid, peerUidSupported, playgroundUrl } from "../src/transport/auth.js";
+import { listeningBanner } from "../src/playground-address.js";
+import { isLoopbackAddress, peerUid, peerUidSupported } from "../src/transport/auth.js";
 
 describe.skipIf(process.platform !== "linux")("peerUid", () => {
   it("finds the uid of the other end of a loopback connection, IPv4 and IPv6", async () => {
@@ -25,8 +26,16 @@ describe.skipIf(process.platform !== "linux")("peerUid", () => {
     expect(isLoopbackAddress("10.0.0.1")).toBe(false);
   });
 
-  it("the playground address carries the token in the fragment only", () => {
-    expect(playgroundUrl("ws://127.0.0.1:4500", "a/b+c")).toBe("http://127.0.0.1:4500/#token=a%2Fb%2Bc");
-    expect(playgroundUrl("ws://127.0.0.1:4500", null)).toBe("http://127.0.0.1:4500/");
+  it("the playground address carries the token in the fragment, and only on a terminal", () => {
+    const url = "ws://127.0.0.1:4500";
+    expect(listeningBanner(url, { token: "a/b+c", tokenFile: "/h/auth-token", terminal: true })).toBe(
+      "app-server is listening on ws://127.0.0.1:4500; the playground: http://127.0.0.1:4500/#token=a%2Fb%2Bc\n",
+    );
+    // Elsewhere (a log file, docker logs) the line names where the token is, never the token.
+    const logged = listeningBanner(url, { token: "a/b+c", tokenFile: "/h/auth-token", terminal: false })!;
+    expect(logged).toBe("app-server is listening on ws://127.0.0.1:4500; the playground: http://127.0.0.1:4500/ (it asks for the token: /h/auth-token)\n");
+    expect(listeningBanner(url, { token: null, tokenFile: null, terminal: true })).toBe("app-server is listening on ws://127.0.0.1:4500; the playground: http://127.0.0.1:4500/\n");
+    expect(listeningBanner("ws://0.0.0.0:4500", { token: null, tokenFile: null, terminal: false })).toContain("the playground: http://127.0.0.1:4500/");
+    expect(listeningBanner("stdio://")).toBeNull();
   });
 });

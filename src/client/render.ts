@@ -36,6 +36,9 @@ export class TurnRenderer {
   private errOpen = false;
   private agentMessages = 0;
   private totalTokens: number | null = null;
+  /** The last retried failure's message, and a final one the turn's end has not said yet. */
+  private lastRetried: string | null = null;
+  private pendingFailure: string | null = null;
 
   constructor(private readonly s: RenderStreams) {}
 
@@ -93,7 +96,7 @@ export class TurnRenderer {
         this.totalTokens = params.tokenUsage?.total?.totalTokens ?? this.totalTokens;
         return;
       case "error":
-        return this.info(this.style("red", `! ${params.error?.message ?? "error"}${params.willRetry ? " (retrying)" : ""}`));
+        return this.error(params.error ?? null, params.willRetry === true);
       case "turn/completed":
         return this.turnCompleted(params.turn);
       default:
@@ -190,7 +193,26 @@ export class TurnRenderer {
     for (const s of steps) this.info(`  ${marks[s.status] ?? "[ ]"} ${s.step}`);
   }
 
+  /**
+   * A model call failed. A retry says what failed the first time and only which retry comes after
+   * that (the message is the same each time); the final failure is said once, by the turn's end
+   * when that repeats it.
+   */
+  private error(error: { message: string; additionalDetails?: string | null } | null, willRetry: boolean): void {
+    const message = error?.message ?? "error";
+    if (!willRetry) {
+      this.pendingFailure = message;
+      return;
+    }
+    const when = error?.additionalDetails ? ` — ${error.additionalDetails}` : " (retrying)";
+    this.info(this.style("red", message === this.lastRetried ? `! again${when}` : `! ${message}${when}`));
+    this.lastRetried = message;
+  }
+
   private turnCompleted(turn: { status: string; error: { message: string } | null; durationMs: number | null; stopReason?: string | null }): void {
+    const failure = this.pendingFailure;
+    this.pendingFailure = null;
+    if (failure !== null && !(turn.status === "failed" && turn.error?.message === failure)) this.info(this.style("red", `! ${failure}`));
     const details = [describeDuration(turn.durationMs), this.totalTokens !== null ? `${this.totalTokens} tokens` : ""].filter(Boolean).join(" · ");
     if (turn.status === "completed") {
       if (turn.error) this.info(this.style("yellow", `! ${turn.error.message}`));

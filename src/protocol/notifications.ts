@@ -7,7 +7,7 @@ import { ThreadStatus, TurnError } from "./common.js";
 import { ThreadItem } from "./items.js";
 import { Thread, Turn } from "./thread.js";
 
-/** Per-thread event sequence number. Our extension (see README, "Event log"). */
+/** Per-thread event sequence number. Our extension (docs/protocol.md, "Our extensions to the Codex protocol"). */
 const seq = z.number().int().positive();
 
 export const ThreadStartedNotification = z.object({ thread: Thread, seq }).meta({ id: "ThreadStartedNotification" });

@@ -59,6 +59,7 @@ export function resolveAuth(inp: AuthInputs): ResolvedAuth {
   if (isLocalBaseURL(baseURL)) {
     return { apiKey: LOCAL_PLACEHOLDER_KEY, baseURL: inp.baseURL, missingKeyError: null, secrets: [] };
   }
-  const missingKeyError = new ProviderError("auth", `${inp.provider}: ${inp.keyEnvVars[0]} is not set`);
+  const variable = inp.keyEnvVars[0];
+  const missingKeyError = new ProviderError("auth", `${inp.provider}: ${variable} is not set: set it (or ${variable}_FILE, a file holding it) where the server runs, and restart the server`);
   return { apiKey: undefined, baseURL: inp.baseURL, missingKeyError, secrets: [] };
 }

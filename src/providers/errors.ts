@@ -4,6 +4,7 @@
  */
 import * as AnthropicSdk from "@anthropic-ai/sdk";
 import * as OpenAISdk from "openai";
+import { connectionFailure } from "./connection-errors.js";
 import { ProviderError, type ProviderErrorKind } from "./types.js";
 
 export interface ErrorContext {
@@ -15,6 +16,8 @@ export interface ErrorContext {
   streamStarted: boolean;
   /** Secrets (API keys) that must never appear in an error message. */
   secrets: readonly string[];
+  /** The base URL requests go to, named when it cannot be reached. */
+  endpoint?: string;
 }
 
 /** Prompt-too-long wording across Anthropic, OpenAI, vLLM, llama.cpp and Ollama. */
@@ -155,8 +158,8 @@ export function toProviderError(err: unknown, ctx: ErrorContext): ProviderError 
     return new ProviderError("aborted", msg("request aborted"), { cause: err });
   }
   if (err instanceof AnthropicSdk.APIConnectionError || err instanceof OpenAISdk.APIConnectionError) {
-    const kind = ctx.streamStarted ? "streamIncomplete" : "network";
-    return new ProviderError(kind, msg(`connection error: ${err.message}`), { cause: err });
+    if (!ctx.streamStarted) return connectionFailure(err, p, ctx.endpoint, (m) => redact(m, ctx.secrets));
+    return new ProviderError("streamIncomplete", msg(`connection error: ${err.message}`), { cause: err });
   }
   if (isApiError(err)) {
     const apiMessage = apiMessageOf(err);

@@ -378,7 +378,7 @@ export class OpenAIResponsesProvider implements ModelProvider {
   }
 
   async *stream(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ProviderStreamEvent> {
-    const ctx: ErrorContext = { provider: this.id, signal, streamStarted: false, secrets: this.auth.secrets };
+    const ctx: ErrorContext = { provider: this.id, signal, streamStarted: false, secrets: this.auth.secrets, endpoint: this.client?.baseURL };
     if (!this.client) throw this.auth.missingKeyError ?? new ProviderError("auth", "openai: no credentials");
     const asm = new ResponsesStreamAssembler();
     try {

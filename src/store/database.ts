@@ -14,6 +14,7 @@ import postgres, { type Sql } from "postgres";
 import { lockDirectory } from "./dir-lock.js";
 import { MIGRATIONS_DIR, runMigrations } from "./migrate.js";
 import { readSeed, SEED_FILE, unpackSeed } from "./pglite-seed.js";
+import { unlessAborted } from "../abortable.js";
 
 export interface Database {
   readonly kind: "postgres" | "pglite";
@@ -58,6 +59,12 @@ export interface OpenDatabaseOptions {
    */
   pgliteSharedBuffers?: string;
   migrate?: boolean;
+  /**
+   * PGlite only: stops the opening (SIGTERM during start-up) between its steps; a PGlite still
+   * starting is abandoned (the process is about to exit: as safe as a kill, which the data directory
+   * survives), an initdb child is killed and its half-made directory removed.
+   */
+  signal?: AbortSignal;
 }
 
 const execFileAsync = promisify(execFile);
@@ -140,8 +147,13 @@ async function initdbInChild(pgdata: string, opts: OpenDatabaseOptions): Promise
   const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
   const code = `require(${JSON.stringify(entry)}).PGlite.create(${JSON.stringify(pgdata)}).then((pg) => pg.close()).then(() => process.exit(0), (e) => { process.stderr.write(String(e && e.message || e)); process.exit(1); })`;
   try {
-    await execFileAsync(process.execPath, ["-e", code], { env: { ...process.env, NODE_OPTIONS: "" }, maxBuffer: 1 << 20 });
+    await execFileAsync(process.execPath, ["-e", code], { env: { ...process.env, NODE_OPTIONS: "" }, maxBuffer: 1 << 20, ...(opts.signal ? { signal: opts.signal } : {}) });
   } catch (err) {
+    if (opts.signal?.aborted) {
+      // Killed half-way: what it wrote would pass for a database at the next start.
+      await rm(pgdata, { recursive: true, force: true });
+      throw opts.signal.reason;
+    }
     warn(opts, { error: (err as { stderr?: string }).stderr || (err as Error).message }, "initdb in a child process failed: running it in this process");
     await rm(pgdata, { recursive: true, force: true });
   }
@@ -170,25 +182,32 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
   if (!opts.dataDir) throw new Error("embedded database needs a data directory");
   await mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
   const unlock = lockDirectory(opts.dataDir);
+  const signal = opts.signal;
   try {
     // Loaded lazily: the WASM module costs start-up time and memory that Postgres users never need.
     const { PGlite } = await import("@electric-sql/pglite");
     const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
+    signal?.throwIfAborted();
     const pgdata = path.join(opts.dataDir, "pgdata");
     let start = await initialData(pgdata, opts);
     if (start.how === "initdb") await initdbInChild(pgdata, opts);
+    signal?.throwIfAborted();
     const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffersOf(opts)}`];
     let pg;
     try {
-      pg = await PGlite.create(pgdata, start.data ? { loadDataDir: start.data, startParams } : { startParams });
+      pg = await unlessAborted(PGlite.create(pgdata, start.data ? { loadDataDir: start.data, startParams } : { startParams }), signal, (late) => late.close());
     } catch (err) {
-      if (start.how !== "seed") throw err;
+      if (start.how !== "seed" || signal?.aborted) throw err;
       // The directory did not exist before (no PG_VERSION): what the failed load left is ours to remove.
       warn(opts, { error: (err as Error).message }, "the PGlite seed could not be loaded: creating the database with initdb (a few seconds, once)");
       await rm(pgdata, { recursive: true, force: true });
       start = { how: "initdb" };
       await initdbInChild(pgdata, opts);
       pg = await PGlite.create(pgdata, { startParams });
+    }
+    if (signal?.aborted) {
+      await pg.close().catch(() => {});
+      signal.throwIfAborted();
     }
     // PGlite is a single session: one postgres.js connection (max 1) and one spare socket slot.
     // It listens on loopback on a random port; nothing else on the machine knows the port.

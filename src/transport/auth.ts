@@ -81,11 +81,6 @@ export async function loadOrCreateHomeToken(home: string): Promise<HomeToken> {
   throw new Error(`cannot create the auth token ${file}: it keeps changing under us`);
 }
 
-/** `http://HOST:PORT/#token=…` (the fragment never reaches the server; the page takes it, public/modules/connection.js). */
-export function playgroundUrl(wsUrl: string, token: string | null): string {
-  const http = wsUrl.replace(/^ws:/, "http:").replace(/\/?$/, "/");
-  return token ? `${http}#token=${encodeURIComponent(token)}` : http;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The peer's user: which uid owns the other end of a loopback TCP connection (Linux)

@@ -5,7 +5,7 @@
  * max_size, closing with 1009), so the default input limit leaves room for the envelope around the
  * echo: an input at the limit comes back in frames under 1 MiB. Other frames are not bounded by
  * this (a long thread read with its turns, a large command output or diff): clients that read
- * those should raise their frame limit (README, "Frame sizes").
+ * those should raise their frame limit (docs/protocol.md, "Frame sizes").
  */
 
 /** The frame limit common WebSocket clients default to. */

@@ -209,14 +209,15 @@ describe.each(PROVIDER_IDS)("%s adapter", (id: ProviderId) => {
       expect((await collectError(provider(), req())).error.kind).toBe("server");
     });
 
-    it("connection refused → network", async () => {
+    it("connection refused → network, not retried (nothing listens there; test/providers/connection-errors.test.ts)", async () => {
       const dead = await startMockModelServer();
       const base = id === "anthropic" ? dead.anthropicBaseUrl : dead.openaiBaseUrl;
       await dead.close();
       const { createProvider } = await import("../../src/providers/index.js");
       const { error } = await collectError(createProvider(id, { apiKey: TEST_KEY, baseURL: base }), req());
       expect(error.kind).toBe("network");
-      expect(error.retryable).toBe(true);
+      expect(error.retryable).toBe(false);
+      expect(error.message).toContain(`cannot reach ${base}: connection refused`);
     });
 
     it("aborting a hung stream → aborted, not retryable", async () => {

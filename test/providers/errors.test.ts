@@ -126,7 +126,7 @@ describe("credentials and the factory", () => {
     const { error } = await collectError(provider, baseRequest([user("x")]));
     expect(error.kind).toBe("auth");
     expect(error.retryable).toBe(false);
-    expect(error.message).toContain(`${envVar} is not set`);
+    expect(error.message).toBe(`${id}: ${envVar} is not set: set it (or ${envVar}_FILE, a file holding it) where the server runs, and restart the server`);
   });
 
   it.each(PROVIDER_IDS)("%s reads key and base URL from the SDK env vars", async (id: ProviderId) => {
