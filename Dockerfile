@@ -5,9 +5,12 @@
 #     -p 127.0.0.1:4500:4500 -v "$PWD/secrets/app_server_token:/run/secrets/app_server_token:ro" \
 #     -e APP_SERVER_AUTH_TOKEN_FILE=/run/secrets/app_server_token -v aas-data:/data agent-app-server
 #
-# Inside the container the server listens on all interfaces (ws://0.0.0.0:4500), so it refuses to
-# start without authentication: mount a token file and set APP_SERVER_AUTH_TOKEN_FILE (or set
-# APP_SERVER_AUTH_TOKEN, at least 16 characters). Clients send `Authorization: Bearer <token>`.
+# Inside the container the server listens on all interfaces (ws://0.0.0.0:4500) and requires a token:
+# mount a token file and set APP_SERVER_AUTH_TOKEN_FILE (or set APP_SERVER_AUTH_TOKEN, at least 16
+# characters; without either it generates one into /data/auth-token). Clients send
+# `Authorization: Bearer <token>`. APP_SERVER_AUTH=token-any-user: the token alone admits a client —
+# the same-user check for loopback peers guards a shared machine, and a container has no other users
+# (clients from the host arrive through Docker's network, `docker compose exec` as root).
 # Secret files: APP_SERVER_AUTH_TOKEN_FILE, DATABASE_URL_FILE or DATABASE_PASSWORD_FILE (put into
 # DATABASE_URL, URL-encoded), ANTHROPIC_API_KEY_FILE, OPENAI_API_KEY_FILE.
 #
@@ -32,7 +35,8 @@ FROM node:24.21.0-slim AS runtime
 # client sends no cwd: both volumes, both the `node` user's.
 ENV NODE_ENV=production \
     APP_SERVER_HOME=/data \
-    APP_SERVER_WORKSPACE=/workspace
+    APP_SERVER_WORKSPACE=/workspace \
+    APP_SERVER_AUTH=token-any-user
 WORKDIR /app
 # bubblewrap is the OS sandbox every read-only / workspace-write command runs in; git and bash are
 # what agent commands expect. Without a working sandbox such commands are refused, never run

@@ -170,10 +170,12 @@ describe("docker-compose.yml", () => {
       expect([config.authTokenFile, ...(config.secretFiles ?? [])].sort()).toEqual([path.join(dir, "app_server_token"), path.join(dir, "postgres_password")].sort());
       expect(config.modelProvider).toBe("openai");
       expect(config.model).toBe(DEFAULT_MODELS.openai);
-      // Without the token file the server still requires a token (generated into the home at first
-      // start); only an explicit APP_SERVER_AUTH=none on all interfaces is refused.
+      // The token alone admits a client (a container has no other users to tell apart). Without the
+      // token file the server still requires a token (generated into the home at first start); only
+      // an explicit APP_SERVER_AUTH=none on all interfaces is refused.
+      expect(config.auth).toBe("token-any-user");
       const { APP_SERVER_AUTH_TOKEN_FILE: _token, ...noToken } = containerEnv;
-      expect(resolveServeConfig(cmd.slice(3), noToken).auth ?? "token").toBe("token"); // unset: the default, `token`
+      expect(resolveServeConfig(cmd.slice(3), noToken).auth).toBe("token-any-user");
       expect(() => resolveServeConfig(cmd.slice(3), { ...noToken, APP_SERVER_AUTH: "none" })).toThrow(/without authentication/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

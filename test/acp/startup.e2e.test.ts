@@ -43,14 +43,31 @@ describe("app-server acp start-up", () => {
   });
 
   it("without the provider's API key: an auth method is offered and sessions need it", async () => {
+    // A remote endpoint: a keyless server on this machine (the mock, Ollama) needs no key (next test).
+    const a = spawnEmbedded({ OPENAI_BASE_URL: "https://api.openai.invalid/v1" });
+    try {
+      const init = await a.initialize();
+      expect(init.authMethods).toEqual([expect.objectContaining({ id: "OPENAI_API_KEY", name: "Set OPENAI_API_KEY", description: expect.stringContaining("restart the agent") })]);
+      await expect(a.agent.request("session/new", { cwd: home.home, mcpServers: [] })).rejects.toMatchObject({ code: -32000, message: expect.stringContaining("OPENAI_API_KEY") });
+      await expect(a.agent.request("authenticate", { methodId: "OPENAI_API_KEY" })).rejects.toMatchObject({ code: -32000 });
+      // What needs no model still works: the threads are listed.
+      expect((await a.agent.request("session/list", {})).sessions).toBeInstanceOf(Array);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it("a keyless model server on this machine (OPENAI_BASE_URL on loopback) needs no key: no auth method, prompts run", async () => {
     const a = spawnEmbedded({});
-    const init = await a.initialize();
-    expect(init.authMethods).toEqual([expect.objectContaining({ id: "OPENAI_API_KEY", name: "Set OPENAI_API_KEY", description: expect.stringContaining("restart the agent") })]);
-    await expect(a.agent.request("session/new", { cwd: home.home, mcpServers: [] })).rejects.toMatchObject({ code: -32000, message: expect.stringContaining("OPENAI_API_KEY") });
-    await expect(a.agent.request("authenticate", { methodId: "OPENAI_API_KEY" })).rejects.toMatchObject({ code: -32000 });
-    // What needs no model still works: the threads are listed.
-    expect((await a.agent.request("session/list", {})).sessions).toBeInstanceOf(Array);
-    await a.close();
+    try {
+      expect((await a.initialize()).authMethods).toEqual([]);
+      const { sessionId } = await a.agent.request("session/new", { cwd: home.home, mcpServers: [] });
+      mock.enqueue({ text: "local model" });
+      expect((await a.agent.request("session/prompt", { sessionId, prompt: [textBlock("hi")] })).stopReason).toBe("end_turn");
+    } finally {
+      mock.reset();
+      await a.close();
+    }
   });
 
   it("with the key: no auth method; a second agent on the same home is told to use --remote", async () => {
