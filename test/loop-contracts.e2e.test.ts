@@ -13,8 +13,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
-import { PROVIDERS, startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
-import { itemsCompleted, LOOKUP_TOOL, messagesOf, serverRequests, toolCallsIn, userTextsIn } from "./support/wire.js";
+import { openLookupThread, PROVIDERS, type LookupThread, type TurnHarness } from "./support/turns.js";
+import { itemsCompleted, messagesOf, serverRequests, toolCallsIn, userTextsIn } from "./support/wire.js";
 import type { StartOptions } from "../src/server.js";
 
 const backend = BACKENDS[BACKENDS.length - 1]!;
@@ -22,22 +22,16 @@ const backend = BACKENDS[BACKENDS.length - 1]!;
 describe.each(PROVIDERS)("loop contracts, round two, with %s", (provider) => {
   let h: TurnHarness | undefined;
   let client: TestClient | undefined;
+  let opened: LookupThread | undefined;
   afterEach(async () => {
-    await client?.close();
-    await h?.close();
-    client = undefined;
-    h = undefined;
+    await opened?.close();
+    opened = client = h = undefined;
   });
 
   async function open(turns: NonNullable<StartOptions["turns"]> = {}) {
-    h = await startTurnHarness(backend, provider, { turns: { retry: { maxRetries: 2, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 50 }, ...turns } });
-    client = await TestClient.initialized(h.ts.url);
-    const threadId: string = (await client.request("thread/start", { dynamicTools: [LOOKUP_TOOL] })).thread.id;
-    const run = async (input: string) => {
-      const { turn } = await client!.request("turn/start", { threadId, input: text(input) });
-      return (await turnCompleted(client!, turn.id)).params.turn;
-    };
-    return { threadId, run, mock: h.mock };
+    opened = await openLookupThread(backend, provider, turns);
+    ({ h, client } = opened);
+    return { threadId: opened.threadId, run: opened.run, mock: opened.h.mock };
   }
 
   it("a refused answer: the turn fails naming the provider and its reason, the text stays visibly incomplete, its tool call never runs, the next request never carries it", async () => {
@@ -174,23 +168,16 @@ describe.each(PROVIDERS)("loop contracts, round two, with %s", (provider) => {
 });
 
 describe("adapters for the streams that exist", () => {
-  let h: TurnHarness | undefined;
   let client: TestClient | undefined;
+  let opened: LookupThread | undefined;
   afterEach(async () => {
-    await client?.close();
-    await h?.close();
-    client = undefined;
-    h = undefined;
+    await opened?.close();
+    opened = client = undefined;
   });
   async function open(provider: (typeof PROVIDERS)[number]) {
-    h = await startTurnHarness(backend, provider);
-    client = await TestClient.initialized(h.ts.url);
-    const threadId: string = (await client.request("thread/start", { dynamicTools: [LOOKUP_TOOL] })).thread.id;
-    const run = async (input: string) => {
-      const { turn } = await client!.request("turn/start", { threadId, input: text(input) });
-      return (await turnCompleted(client!, turn.id)).params.turn;
-    };
-    return { run, mock: h.mock };
+    opened = await openLookupThread(backend, provider);
+    client = opened.client;
+    return { run: opened.run, mock: opened.h.mock };
   }
 
   it("Responses: a commentary message and a final answer are two agentMessage items with their phase, sent back with it", async () => {

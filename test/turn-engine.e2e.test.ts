@@ -13,8 +13,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { mockTokens } from "./support/mock-model-server.js";
-import { PROVIDERS, startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
-import { afterFirstTextDelta, itemsCompleted, LOOKUP_TOOL, toolResultsIn, userTextsIn } from "./support/wire.js";
+import { openLookupThread, PROVIDERS, type LookupThread, type TurnHarness } from "./support/turns.js";
+import { afterFirstTextDelta, itemsCompleted, toolResultsIn, userTextsIn } from "./support/wire.js";
 import { expectExtends } from "./support/durability.js";
 import type { StartOptions } from "../src/server.js";
 
@@ -23,22 +23,16 @@ const backend = BACKENDS[BACKENDS.length - 1]!;
 describe.each(PROVIDERS)("turn engine with %s", (provider) => {
   let h: TurnHarness | undefined;
   let client: TestClient | undefined;
+  let opened: LookupThread | undefined;
   afterEach(async () => {
-    await client?.close();
-    await h?.close();
-    client = undefined;
-    h = undefined;
+    await opened?.close();
+    opened = client = h = undefined;
   });
 
   async function open(turns: NonNullable<StartOptions["turns"]> = {}) {
-    h = await startTurnHarness(backend, provider, { turns: { retry: { maxRetries: 2, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 50 }, ...turns } });
-    client = await TestClient.initialized(h.ts.url);
-    const threadId: string = (await client.request("thread/start", { dynamicTools: [LOOKUP_TOOL] })).thread.id;
-    const run = async (input: string) => {
-      const { turn } = await client!.request("turn/start", { threadId, input: text(input) });
-      return (await turnCompleted(client!, turn.id)).params.turn;
-    };
-    return { threadId, run, mock: h.mock };
+    opened = await openLookupThread(backend, provider, turns);
+    ({ h, client } = opened);
+    return { threadId: opened.threadId, run: opened.run, mock: opened.h.mock };
   }
 
   describe("compaction that fits the window", () => {

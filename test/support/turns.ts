@@ -2,7 +2,8 @@
 import { startMockModelServer, type MockModelServer } from "./mock-model-server.js";
 import { startTestServer, type TestServer } from "./server.js";
 import type { Backend } from "./db.js";
-import type { Frame, TestClient } from "./client.js";
+import { TestClient, type Frame } from "./client.js";
+import { LOOKUP_TOOL } from "./wire.js";
 import type { StartOptions } from "../../src/server.js";
 
 export const PROVIDERS = ["anthropic", "openai", "openai-chat"] as const;
@@ -68,4 +69,25 @@ export function methodSequence(client: TestClient, threadId: string): string[] {
 
 export function text(t: string) {
   return [{ type: "text", text: t, text_elements: [] }];
+}
+
+/** A harness whose model calls retry fast, a client on it, and a thread with the lookup tool (test/support/wire.ts). */
+export interface LookupThread {
+  h: TurnHarness;
+  client: TestClient;
+  threadId: string;
+  /** Starts a turn with this text and resolves with the turn as it completed. */
+  run(input: string): Promise<any>;
+  close(): Promise<void>;
+}
+
+export async function openLookupThread(backend: Backend, provider: ProviderName, turns: NonNullable<StartOptions["turns"]> = {}): Promise<LookupThread> {
+  const h = await startTurnHarness(backend, provider, { turns: { retry: { maxRetries: 2, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 50 }, ...turns } });
+  const client = await TestClient.initialized(h.ts.url);
+  const threadId: string = (await client.request("thread/start", { dynamicTools: [LOOKUP_TOOL] })).thread.id;
+  const run = async (input: string) => {
+    const { turn } = await client.request("turn/start", { threadId, input: text(input) });
+    return (await turnCompleted(client, turn.id)).params.turn;
+  };
+  return { h, client, threadId, run, close: async () => (await client.close(), await h.close()) };
 }
