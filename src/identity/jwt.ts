@@ -19,6 +19,11 @@ export interface JwtSettings {
    * `app-server users add` may sign in.
    */
   rootsTemplate: string[] | null;
+  /**
+   * How long after a fetch of the key set an unknown key id is refused without fetching again
+   * (default 30 s: a flood of tokens with made-up key ids cannot make the server hammer the IdP).
+   */
+  jwksCooldownMs?: number;
 }
 
 export const JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
@@ -35,7 +40,7 @@ export class JwtVerifier {
   private readonly keys: ReturnType<typeof createRemoteJWKSet>;
 
   constructor(readonly settings: JwtSettings) {
-    this.keys = createRemoteJWKSet(new URL(settings.jwksUrl), { cacheMaxAge: 10 * 60_000, cooldownDuration: 30_000, timeoutDuration: 5_000 });
+    this.keys = createRemoteJWKSet(new URL(settings.jwksUrl), { cacheMaxAge: 10 * 60_000, cooldownDuration: settings.jwksCooldownMs ?? 30_000, timeoutDuration: 5_000 });
   }
 
   /** Whether `token` looks like a JWT (three base64url parts) rather than an API token. */

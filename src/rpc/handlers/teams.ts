@@ -7,7 +7,7 @@ import type { AppContext } from "../../app-context.js";
 import { LOCAL_USER_ID, type Principal } from "../../identity/principal.js";
 import { utcDay } from "../../identity/quotas.js";
 import type { Connection } from "../connection.js";
-import { invalidParams } from "../errors.js";
+import { invalidParams, threadNotFound } from "../errors.js";
 
 /** Threads a principal sees in lists: null (every thread) for admins, else its own and those shared with it. */
 export function visibleTo(who: Principal): string | null {
@@ -51,8 +51,9 @@ export function registerTeamHandlers(conn: Connection, app: AppContext): void {
   conn.handle("thread/share", async (p, { connection }) => {
     const user = team.directory.byName(p.user) ?? (await team.users.byName(p.user));
     if (!user) throw invalidParams(`Invalid params: no user named ${p.user}`);
-    const owner = (await team.users.threadAccess(p.threadId, user.id))?.ownerId;
-    if (owner === user.id) throw invalidParams(`Invalid params: ${p.user} owns thread ${p.threadId}`);
+    const row = await team.users.threadAccess(p.threadId, user.id);
+    if (!row) throw threadNotFound(p.threadId);
+    if (row.ownerId === user.id) throw invalidParams(`Invalid params: ${p.user} owns thread ${p.threadId}`);
     await team.users.share(p.threadId, user.id, p.access === "none" ? null : p.access);
     if (p.access !== "write") {
       // Taken back (or down to read): this process's connections of that user stop being asked
