@@ -13,6 +13,7 @@
  *            an admin) or owner (the owner or an admin); a thread the caller may not see answers
  *            exactly as an unknown one
  */
+import path from "node:path";
 import type { SandboxMode } from "../protocol/common.js";
 import type { ClientRequestMethod, ParamsOf, ResultOf } from "../protocol/methods.js";
 import type { SandboxPolicy } from "../protocol/common.js";
@@ -101,7 +102,8 @@ export const METHOD_RULES: { [M in ClientRequestMethod]: MethodRule<M> } = {
   initialize: OPEN,
   "thread/start": {
     kind: "create",
-    workspace: (p, base) => ({ cwd: p.cwd ?? base, ...sandboxUse(p, "workspace-write") }),
+    // A relative cwd is taken from the caller's workspace base, as the handler takes it.
+    workspace: (p, base) => ({ cwd: path.resolve(base, p.cwd ?? base), ...sandboxUse(p, "workspace-write") }),
     audit: threadCreated("thread.created"),
   },
   "thread/read": READ,
@@ -143,7 +145,7 @@ export const METHOD_RULES: { [M in ClientRequestMethod]: MethodRule<M> } = {
     kind: "create",
     workspace: (p, base) => {
       const use = p.sandboxPolicy ? sandboxUse({ sandboxPolicy: p.sandboxPolicy }, "workspace-write") : { mode: "workspace-write" as const };
-      return { cwd: p.cwd ?? base, ...use };
+      return { cwd: path.resolve(base, p.cwd ?? base), ...use };
     },
     audit: (p, r) => ({
       action: "command.run",
