@@ -155,6 +155,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // Named users join once the store is open (team.ts); until then only the server's token is known.
   const admitted = new Admission({ serverToken: auth.token, ...(auth.peerUid === undefined ? {} : { peerUid: auth.peerUid }), localName: osUserName(), log });
   let team: Team | undefined;
+  /** This process's id in the cluster registry (turn slots are held by it), known once registered. */
+  const registered = { processId: "unregistered" };
   let stdioPrincipal: Principal | undefined;
   // MCP servers: a configuration error stops the start (naming the file and the field); the
   // servers themselves connect in the background, so a slow one never delays readiness.
@@ -258,7 +260,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       sql: db.sql,
       log,
       settings: opts.team ?? {},
-      processId: () => runtime.cluster?.leases.processId ?? "unregistered",
+      processId: () => registered.processId,
       defaultCwd,
       activeTurn: (threadId) => {
         const active = runtime.loaded.get(threadId)?.activeTurn;
@@ -368,9 +370,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   let cluster: ClusterHandle;
   try {
     cluster = await startCluster({ db, home: opts.home, runtime, turns, log, env: process.env });
+    registered.processId = cluster.links.leases.processId;
   } catch (err) {
     await threadMcp.close();
     await mcp.close();
+    await team.close().catch(() => {});
     await db.close();
     await ws?.close();
     throw err;
