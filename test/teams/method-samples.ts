@@ -29,7 +29,8 @@ export const THREAD_METHOD_SAMPLES: Partial<Record<ClientRequestMethod, (threadI
   "thread/goal/get": (threadId) => ({ threadId }),
   "thread/backgroundTerminals/list": (threadId) => ({ threadId }),
   "mcpServer/tool/call": (threadId) => ({ threadId, server: "none", tool: "none" }),
-  "thread/share": (threadId) => ({ threadId, user: "carol", access: "read" }),
+  // A user that does not exist: the answer for an unknown thread must not depend on who is named.
+  "thread/share": (threadId) => ({ threadId, user: "nobody-at-all", access: "read" }),
 };
 
 /** Every method whose rule acts on a thread, in the table's order. */

@@ -49,11 +49,13 @@ export function registerTeamHandlers(conn: Connection, app: AppContext): void {
   const { team } = app;
 
   conn.handle("thread/share", async (p, { connection }) => {
+    // The thread first: an unknown thread answers the same whoever is named (the guard has let
+    // only the owner or an admin through for a thread that exists).
+    const owner = (await team.users.threadAccess(p.threadId, connection.principal.id))?.ownerId;
+    if (owner === undefined) throw threadNotFound(p.threadId);
     const user = team.directory.byName(p.user) ?? (await team.users.byName(p.user));
     if (!user) throw invalidParams(`Invalid params: no user named ${p.user}`);
-    const row = await team.users.threadAccess(p.threadId, user.id);
-    if (!row) throw threadNotFound(p.threadId);
-    if (row.ownerId === user.id) throw invalidParams(`Invalid params: ${p.user} owns thread ${p.threadId}`);
+    if (owner === user.id) throw invalidParams(`Invalid params: ${p.user} owns thread ${p.threadId}`);
     await team.users.share(p.threadId, user.id, p.access === "none" ? null : p.access);
     if (p.access !== "write") {
       // Taken back (or down to read): this process's connections of that user stop being asked
