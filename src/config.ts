@@ -361,8 +361,9 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
       `refusing to listen on non-loopback address ${listen.host} without authentication (APP_SERVER_AUTH=none): use a token (the default) or --insecure-no-auth`,
     );
   if (config.insecureNoAuth && !isLoopback(listen.kind === "ws" ? listen.host : "localhost") && !config.authToken) config.auth = "none";
-  config.team = teamSettings(values, env);
-  if (config.team.stdioUser && listen.kind !== "stdio") throw new ConfigError(`${values.user !== undefined ? "--user" : "APP_SERVER_USER"} is for stdio (over WebSocket the client's token says who it is)`);
+  const team = teamSettings(values, env);
+  if (Object.keys(team.quotas ?? {}).length || team.stdioUser || team.jwt || team.usersRefreshMs) config.team = team;
+  if (team.stdioUser && listen.kind !== "stdio") throw new ConfigError(`${values.user !== undefined ? "--user" : "APP_SERVER_USER"} is for stdio (over WebSocket the client's token says who it is)`);
   return config;
 }
 

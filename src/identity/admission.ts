@@ -7,8 +7,9 @@
  *   no token                      the local user when the server takes connections without one
  *                                 (APP_SERVER_AUTH=none and no token configured); else refused
  *
- * A token that is presented and wrong is refused in every mode, `none` included: a client that
- * sends one means to be someone, and being made someone else (the admin) instead would be worse.
+ * A user's token or JWT that does not verify is refused in every mode, `none` included: a client
+ * that sends one means to be that user, and being made someone else (the admin) instead would be
+ * worse. Any other token sent to a server that needs none is ignored, as it always was.
  */
 import type { Socket } from "node:net";
 import { isLoopbackAddress, peerUid } from "../transport/auth.js";
@@ -48,14 +49,15 @@ export class Admission {
   async admit(headers: Record<string, string | string[] | undefined>, url: string, socket: Socket): Promise<Admitted> {
     const token = presentedToken(headers, url);
     const { serverToken, directory } = this.opts;
-    if (token === undefined && serverToken === null) return { ok: true, principal: localPrincipal("local", this.opts.localName) };
+    const named = token !== undefined && directory?.handles(token) === true;
+    if (serverToken === null && !named) return { ok: true, principal: localPrincipal("local", this.opts.localName) };
     if (token === undefined) return this.missing(socket);
     if (serverToken !== null && tokenMatches(token, serverToken)) {
       const refused = await this.otherOsUser(socket);
       return refused ?? { ok: true, principal: localPrincipal("local", this.opts.localName) };
     }
-    if (directory?.handles(token)) {
-      const who = await directory.authenticate(token);
+    if (named) {
+      const who = await directory!.authenticate(token);
       if (who.ok) return who;
       this.opts.log.warn({ component: "auth", remote: socket.remoteAddress, reason: who.reason }, "refused a connection: its token was not accepted");
       return MISSING;

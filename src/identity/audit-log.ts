@@ -5,9 +5,11 @@
  * configuration reloaded; an admin's access to another user's thread — in the database, so every
  * process of a cluster writes to the same trail and it outlives restarts.
  *
- * A row is written after the action succeeded and before its response goes out: a client that
- * got the answer can read the row. A failure to write it is logged and does not undo the action
- * (which has happened).
+ * A row is written once the action succeeded, beside its response (a response never waits for
+ * it: a turn's first model call must not overtake the answer that names the turn). The writes of a
+ * process go one after another, so its rows keep the order of its actions, and audit/list waits
+ * for the ones still being written (`settled`): whoever got an answer reads its row. A failure to
+ * write a row is logged and does not undo the action (which has happened).
  */
 import type { AuditStore, NewAuditEntry } from "../store/audit-store.js";
 import type { Principal } from "./principal.js";
@@ -32,6 +34,9 @@ function decisionOf(result: unknown): { decision: string; rule: string[] | null 
 }
 
 export class AuditLog {
+  /** The last write queued (each waits for the one before). */
+  private tail: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly store: AuditStore,
     private readonly log: { error(obj: object, msg: string): void },
@@ -65,11 +70,14 @@ export class AuditLog {
     if (rule) await this.record(who, from, { action: "execpolicy.rule.added", threadId: p.threadId ?? null, detail: { pattern: rule } });
   }
 
-  private async write(row: NewAuditEntry): Promise<void> {
-    try {
-      await this.store.add(row);
-    } catch (err) {
-      this.log.error({ err, action: row.action, user: row.userName }, "could not write an audit row");
-    }
+  /** Resolves once every row queued so far is written (or failed). */
+  settled(): Promise<void> {
+    return this.tail;
+  }
+
+  private write(row: NewAuditEntry): Promise<void> {
+    const written = this.tail.then(() => this.store.add(row)).catch((err: unknown) => this.log.error({ err, action: row.action, user: row.userName }, "could not write an audit row"));
+    this.tail = written;
+    return written;
   }
 }

@@ -136,14 +136,15 @@ export class TeamRequestGuard implements RequestGuard {
     return { ...done, failed: () => slot?.release() };
   }
 
-  /** Audits the action (and runs `then`) once the handler succeeded. */
+  /** Audits the action (and runs `then`) once the handler succeeded, before the response goes out. */
   private after(conn: Connection, audit: ((p: never, r: never) => AuditFacts | null) | undefined, p: Record<string, unknown>, admin: boolean, then?: (result: unknown) => void): AdmittedRequest {
     if (!audit && !then) return {};
     return {
       succeeded: async (result) => {
         then?.(result);
         const facts = audit?.(p as never, result as never);
-        if (facts) await this.deps.audit.record(conn.principal, this.source(conn), { ...facts, admin });
+        // Not awaited: the response does not wait for its row (audit-log.ts).
+        if (facts) void this.deps.audit.record(conn.principal, this.source(conn), { ...facts, admin });
       },
     };
   }

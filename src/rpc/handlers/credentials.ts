@@ -14,7 +14,8 @@ export function registerCredentialHandlers(conn: Connection, app: AppContext): v
     const who = connection.principal;
     // `user` (our extension): who this connection is signed in as (the playground shows it).
     const user = { userId: who.id, name: who.name, admin: who.admin, roots: who.roots ? [...who.roots] : null, dangerFullAccess: who.dangerFullAccess, signIn: who.signIn };
-    return { account: current?.hasKey ? { type: "apiKey" as const } : null, userId: who.id, requiresOpenaiAuth: false, workspaceRouting: null, user };
+    // `userId` keeps Codex's meaning (a ChatGPT user id: none here).
+    return { account: current?.hasKey ? { type: "apiKey" as const } : null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null, user };
   });
 
   conn.handle("modelProvider/list", () => ({

@@ -69,6 +69,7 @@ export function registerTeamHandlers(conn: Connection, app: AppContext): void {
   });
 
   conn.handle("audit/list", async (p) => {
+    await team.audit.settled(); // this process's rows still being written
     const limit = p.limit ?? 200;
     const data = await team.auditStore.list({ userName: p.user ?? null, threadId: p.threadId ?? null, sinceMs: p.sinceMs ?? null, afterId: p.cursor ? Number(p.cursor) : null, limit });
     return { data, nextCursor: data.length === limit ? String(data[data.length - 1]!.id) : null };
