@@ -278,6 +278,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     throw err;
   }
   admitted.useDirectory(team.directory);
+  // A confined user's commands and tools do not see the other users' workspaces (docs/teams.md).
+  boundary.setScopeHidden((scope) => team!.hiddenFrom(scope));
   metrics.perUser = (userId, usage) => team!.quotas.recordTokens(userId, usage);
   const store = new ThreadStore(db.sql);
   const runtime = new ThreadRuntime(

@@ -80,6 +80,11 @@ export class UserDirectory {
     return u && u.revokedAtMs === null ? u : null;
   }
 
+  /** Every user known at the last refresh, revoked ones included. */
+  all(): UserRecord[] {
+    return [...this.users.values()];
+  }
+
   byName(name: string): UserRecord | null {
     for (const u of this.users.values()) if (u.name === name && u.revokedAtMs === null) return u;
     return null;

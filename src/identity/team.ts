@@ -15,9 +15,10 @@ import { Admission } from "./admission.js";
 import { AuditLog } from "./audit-log.js";
 import { DEFAULT_USERS_REFRESH_MS, UserDirectory } from "./directory.js";
 import { JwtVerifier, type JwtSettings } from "./jwt.js";
-import { localPrincipal, userPrincipal, type Principal } from "./principal.js";
+import { LOCAL_USER_ID, localPrincipal, userPrincipal, type Principal } from "./principal.js";
 import { Quotas, type QuotaLimits } from "./quotas.js";
 import { TeamRequestGuard, type GuardDeps } from "./request-guard.js";
+import { userOfCommandExecScope } from "./workspace.js";
 
 export interface TeamSettings {
   quotas?: QuotaLimits;
@@ -133,6 +134,25 @@ export class Team {
     // 1008: policy violation — the credential is no longer valid; the client should not just retry.
     if (close) close(1008, reason);
     conn.close();
+  }
+
+  /**
+   * What a sandbox scope of a confined user's must not see (TrustBoundary.setScopeHidden): the
+   * roots of every other confined user, revoked ones included (their files are still there), but
+   * none of the owner's own. The scope is a thread id or `command-exec:<user id>`; the local user,
+   * admins and scopes of no known user see what they saw before.
+   */
+  hiddenFrom(scope: string): string[] {
+    const owner = userOfCommandExecScope(scope) ?? this.deps.loadedOwner(scope);
+    if (owner === null || owner === LOCAL_USER_ID) return [];
+    const me = this.directory.active(owner);
+    if (!me || me.admin) return [];
+    const mine = new Set(me.roots);
+    return this.directory
+      .all()
+      .filter((u) => u.id !== owner && !u.admin)
+      .flatMap((u) => u.roots)
+      .filter((r) => !mine.has(r));
   }
 
   /** The connections of this process acting for a user (to unsubscribe them when a share is taken back). */

@@ -28,6 +28,14 @@ export interface WorkspaceUse {
 
 export class WorkspaceRefusedError extends Error {}
 
+/** The sandbox scope of a user's command/exec calls (their private /tmp; what is hidden from them). */
+export const commandExecScope = (userId: string) => `command-exec:${userId}`;
+
+/** The user of a command/exec scope, or null for any other scope (a thread id). */
+export function userOfCommandExecScope(scope: string): string | null {
+  return scope.startsWith("command-exec:") ? scope.slice("command-exec:".length) : null;
+}
+
 /** The directory a user's new threads and commands run in when the client names none. */
 export function workspaceBase(principal: Principal, serverDefault: string): string {
   return principal.roots?.[0] ?? serverDefault;

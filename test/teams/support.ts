@@ -95,6 +95,8 @@ export async function startTeamServer(backend: Backend, overrides: Partial<Start
     ...overrides,
   });
   const users = await addTeam(ts.server.app.team.users, roots.rootOf);
+  // Known to the server now, not at its next users refresh (which `users add` would wait for).
+  await ts.server.app.team.directory.refresh();
   const clients: TestClient[] = [];
   return {
     ts,
