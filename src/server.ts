@@ -268,6 +268,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       },
       loadedOwner: (threadId) => runtime.loaded.get(threadId)?.record.userId ?? null,
       onTokens: (user, usage) => metrics.userTokens(user, usage),
+      unsubscribe: (threadId, conn) => void runtime.unsubscribe(threadId, conn),
     });
     // Over stdio the principal is the spawning user (or the user APP_SERVER_USER names: known now or refused now).
     if (listen.kind === "stdio") stdioPrincipal = team.stdioPrincipal();

@@ -29,6 +29,7 @@ export class UserDirectory {
   /** SHA-256 of a verified API token → the user id it belongs to. */
   private readonly verified = new Map<string, string>();
   private readonly revokedListeners: Array<(userId: string) => void> = [];
+  private readonly refreshedListeners: Array<() => Promise<void>> = [];
   private timer: NodeJS.Timeout | null = null;
   private refreshing: Promise<void> | null = null;
 
@@ -55,6 +56,11 @@ export class UserDirectory {
     this.revokedListeners.push(listener);
   }
 
+  /** Called after every refresh (re-checking what connections were granted, team.ts). */
+  onRefreshed(listener: () => Promise<void>): void {
+    this.refreshedListeners.push(listener);
+  }
+
   /** Reads the users again; users that were active and are revoked now are announced. */
   refresh(): Promise<void> {
     return (this.refreshing ??= (async () => {
@@ -68,6 +74,7 @@ export class UserDirectory {
           this.log.info({ user: next.get(id)!.name }, "user revoked: closing its connections");
           for (const l of this.revokedListeners) l(id);
         }
+        for (const l of this.refreshedListeners) await l();
       } finally {
         this.refreshing = null;
       }

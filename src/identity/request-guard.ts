@@ -182,6 +182,16 @@ export class TeamRequestGuard implements RequestGuard {
     this.levels.get(conn)?.delete(threadId);
   }
 
+  /** The threads a connection holds through a share (read or write), to check again. */
+  shared(conn: Connection): string[] {
+    return [...(this.levels.get(conn) ?? [])].filter(([, level]) => level === "read" || level === "write").map(([id]) => id);
+  }
+
+  /** A share of a thread changed (elsewhere): the connection's level follows it. */
+  regrant(conn: Connection, threadId: string, level: ThreadLevel): void {
+    this.grant(conn, threadId, level);
+  }
+
   acceptsServerRequest(_method: string, params: object, conn: Connection): boolean {
     const threadId = (params as { threadId?: unknown }).threadId;
     if (typeof threadId !== "string") return true;

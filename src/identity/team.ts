@@ -47,6 +47,8 @@ export interface TeamDeps {
   loadedOwner: GuardDeps["loadedOwner"];
   /** Per-user token counters for /metrics. */
   onTokens?(userName: string, usage: Usage): void;
+  /** Stops a connection following a thread (its share was taken back). */
+  unsubscribe(threadId: string, conn: Connection): void;
 }
 
 export class Team {
@@ -90,6 +92,29 @@ export class Team {
     this.directory.onRevoked((userId) => {
       for (const c of this.connections.keys()) if (c.principal.id === userId) this.end(c, "user revoked");
     });
+    this.directory.onRefreshed(() => this.recheckShares().catch((err) => log.warn({ err }, "could not re-check the connections' shares")));
+  }
+
+  /**
+   * Shares changed on any process (thread/share there, or here): within one users refresh every
+   * connection that holds a thread through a share gets its current level — no longer asked to
+   * approve after a write share became read, no longer following the thread once the share is gone.
+   */
+  private async recheckShares(): Promise<void> {
+    for (const conn of this.connections.keys()) {
+      const ids = this.guard.shared(conn);
+      if (ids.length === 0) continue;
+      const now = await this.users.threadsAccess(ids, conn.principal.id);
+      for (const id of ids) {
+        const row = now.get(id);
+        const level = row === undefined ? null : row.ownerId === conn.principal.id ? "owner" : (row.shared ?? (conn.principal.admin ? "admin" : null));
+        if (level !== null) this.guard.regrant(conn, id, level);
+        else {
+          this.guard.revoke(conn, id);
+          this.deps.unsubscribe(id, conn);
+        }
+      }
+    }
   }
 
   static async start(deps: TeamDeps): Promise<Team> {

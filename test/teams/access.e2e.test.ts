@@ -125,6 +125,22 @@ describe("owned threads over WebSocket", () => {
     expect((await alice.request("thread/list", {})).data).toEqual([]);
   });
 
+  it("a share changed elsewhere (another process, the database) reaches this process's connections within the users refresh", async () => {
+    const [alice, bob] = [await t.as(t.users.alice), await t.as(t.users.bob)];
+    const thread = (await alice.request("thread/start", {})).thread.id;
+    await alice.request("thread/share", { threadId: thread, user: "bob", access: "write" });
+    await bob.request("thread/resume", { threadId: thread });
+    const { team, runtime } = t.ts.server.app;
+    const [bobsConn] = team.connectionsOf(t.users.bob.record.id);
+    expect(team.guard.levelOn(bobsConn!, thread)).toBe("write");
+    // As thread/share on another process leaves it: only the row changed.
+    await team.users.share(thread, t.users.bob.record.id, "read");
+    await eventually(async () => team.guard.levelOn(bobsConn!, thread) === "read", 200, 50);
+    await team.users.share(thread, t.users.bob.record.id, null);
+    await eventually(async () => team.guard.levelOn(bobsConn!, thread) === null && !runtime.loaded.get(thread)?.subscribers.has(bobsConn!), 200, 50);
+    expect(runtime.loaded.get(thread)?.subscribers.size).toBe(1);
+  });
+
   it("refuses to share with an unknown user or the owner, and lets only the owner or an admin share", async () => {
     const [alice, bob, carol] = [await t.as(t.users.alice), await t.as(t.users.bob), await t.as(t.users.carol)];
     const bobs = (await bob.request("thread/start", {})).thread;

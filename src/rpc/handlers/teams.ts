@@ -59,10 +59,14 @@ export function registerTeamHandlers(conn: Connection, app: AppContext): void {
     await team.users.share(p.threadId, user.id, p.access === "none" ? null : p.access);
     if (p.access !== "write") {
       // Taken back (or down to read): this process's connections of that user stop being asked
-      // questions for it, and stop following it when the share is gone.
+      // questions for it at once, and stop following it when the share is gone (other processes:
+      // within their users refresh, team.ts).
       for (const c of team.connectionsOf(user.id)) {
-        team.guard.revoke(c, p.threadId);
-        if (p.access === "none") app.runtime.unsubscribe(p.threadId, c);
+        if (p.access === "read" && team.guard.levelOn(c, p.threadId) === "write") team.guard.regrant(c, p.threadId, "read");
+        if (p.access === "none") {
+          team.guard.revoke(c, p.threadId);
+          app.runtime.unsubscribe(p.threadId, c);
+        }
       }
     }
     return { access: (await threadAccessView(app, connection, p.threadId))! };
