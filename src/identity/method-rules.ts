@@ -35,7 +35,11 @@ export interface AuditFacts {
   detail?: Record<string, unknown>;
 }
 
-type Audit<M extends ClientRequestMethod> = (p: ParamsOf<M>, r: ResultOf<M>) => AuditFacts | null;
+/** `thread`: where the thread works (thread methods only), as it was when the request came. */
+type Audit<M extends ClientRequestMethod> = (p: ParamsOf<M>, r: ResultOf<M>, thread?: ThreadFacts) => AuditFacts | null;
+
+/** How a thread's sandbox is named in audit rows: its mode. */
+const sandboxOf = (t: ThreadFacts | undefined) => t?.sandbox ?? null;
 
 export type MethodRule<M extends ClientRequestMethod> =
   | { kind: "open" | "self" | "admin"; audit?: Audit<M> }
@@ -130,13 +134,17 @@ export const METHOD_RULES: { [M in ClientRequestMethod]: MethodRule<M> } = {
   },
   "thread/rollback": WRITE,
   "thread/compact/start": { ...WRITE, startsTurn: true, audit: (p) => ({ action: "turn.started", threadId: p.threadId, detail: { kind: "compact" } }) },
-  "thread/shellCommand": { ...WRITE, startsTurn: true, audit: (p) => ({ action: "command.run", threadId: p.threadId, detail: { command: p.command, via: "thread/shellCommand" } }) },
+  "thread/shellCommand": {
+    ...WRITE,
+    startsTurn: true,
+    audit: (p, _r, t) => ({ action: "command.run", threadId: p.threadId, detail: { command: p.command, cwd: t?.cwd ?? null, sandbox: sandboxOf(t), via: "thread/shellCommand" } }),
+  },
   "review/start": { ...WRITE, startsTurn: true, audit: (p, r) => ({ action: "turn.started", threadId: p.threadId, detail: { kind: "review", turnId: r.turn.id } }) },
   "turn/start": {
     ...WRITE,
     startsTurn: true,
     workspace: overridden,
-    audit: (p, r) => ({ action: "turn.started", threadId: p.threadId, detail: { kind: "agent", turnId: r.turn.id } }),
+    audit: (p, r, t) => ({ action: "turn.started", threadId: p.threadId, detail: { kind: "agent", turnId: r.turn.id, sandbox: p.sandboxPolicy?.type ?? sandboxOf(t) } }),
   },
   "turn/interrupt": WRITE,
   "turn/steer": WRITE,

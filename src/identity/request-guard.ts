@@ -18,7 +18,7 @@ import type { ClientReply } from "../runtime/server-requests.js";
 import type { UserStore, ThreadAccessRow } from "../store/user-store.js";
 import type { AuditLog, AuditSource } from "./audit-log.js";
 import type { UserDirectory } from "./directory.js";
-import { ruleOf, type AuditFacts, type ThreadNeed } from "./method-rules.js";
+import { ruleOf, type AuditFacts, type ThreadFacts, type ThreadNeed } from "./method-rules.js";
 import { localPrincipal, LOCAL_USER_ID, userPrincipal, type Principal } from "./principal.js";
 import { QuotaExceededError, type Quotas, type TurnSlot } from "./quotas.js";
 import { checkWorkspace, workspaceBase, WorkspaceRefusedError, type WorkspaceUse } from "./workspace.js";
@@ -85,12 +85,12 @@ export class TeamRequestGuard implements RequestGuard {
     switch (rule.kind) {
       case "open":
       case "self":
-        return this.after(conn, rule.audit, p, false);
+        return this.after(conn, rule.audit, p, false, undefined);
       case "admin":
         if (!who.admin) throw invalidRequest(`${method} is for admins`);
-        return this.after(conn, rule.audit, p, false);
+        return this.after(conn, rule.audit, p, false, undefined);
       case "create": {
-        const then = this.after(conn, rule.audit, p, false, (r) => this.grantNew(conn, r));
+        const then = this.after(conn, rule.audit, p, false, undefined, (r) => this.grantNew(conn, r));
         if (!rule.workspace) return then;
         return checkWorkspace(who, rule.workspace(p as never, this.base(who)), `${method}'s cwd`).then(() => then);
       }
@@ -121,7 +121,7 @@ export class TeamRequestGuard implements RequestGuard {
       throw invalidRequest(need === "owner" ? `only the owner of thread ${threadId} (or an admin) can do that` : `thread ${threadId} is shared with you read-only`);
     this.grant(conn, threadId, level);
     // The thread works in its owner's workspace (a fork: in the caller's, whose thread it becomes).
-    if (rule.workspace) await checkWorkspace(rule.forks ? who : this.ownerOf(row.ownerId), rule.workspace(p as never, row), "the thread's cwd");
+    if (rule.workspace) await checkWorkspace(rule.forks ? who : await this.ownerOf(row.ownerId), rule.workspace(p as never, row), "the thread's cwd");
     let slot: TurnSlot | null = null;
     if (rule.startsTurn) {
       await this.deps.quotas.assertTokensLeft(row.ownerId);
@@ -129,7 +129,7 @@ export class TeamRequestGuard implements RequestGuard {
     }
     const admin = level === "admin";
     const audit = rule.audit ?? (admin ? () => ({ action: "admin.access", threadId, detail: { method } }) : undefined);
-    const done = this.after(conn, audit, p, admin, (r) => {
+    const done = this.after(conn, audit, p, admin, row, (r) => {
       if (rule.forks) this.grantNew(conn, r);
       if (slot) this.holdUntilTurnEnds(threadId, slot);
     });
@@ -137,12 +137,19 @@ export class TeamRequestGuard implements RequestGuard {
   }
 
   /** Audits the action (and runs `then`) once the handler succeeded, before the response goes out. */
-  private after(conn: Connection, audit: ((p: never, r: never) => AuditFacts | null) | undefined, p: Record<string, unknown>, admin: boolean, then?: (result: unknown) => void): AdmittedRequest {
+  private after(
+    conn: Connection,
+    audit: ((p: never, r: never, thread?: ThreadFacts) => AuditFacts | null) | undefined,
+    p: Record<string, unknown>,
+    admin: boolean,
+    thread: ThreadFacts | undefined,
+    then?: (result: unknown) => void,
+  ): AdmittedRequest {
     if (!audit && !then) return {};
     return {
       succeeded: async (result) => {
         then?.(result);
-        const facts = audit?.(p as never, result as never);
+        const facts = audit?.(p as never, result as never, thread);
         // Not awaited: the response does not wait for its row (audit-log.ts).
         if (facts) void this.deps.audit.record(conn.principal, this.source(conn), { ...facts, admin });
       },
@@ -204,11 +211,14 @@ export class TeamRequestGuard implements RequestGuard {
     void this.deps.audit.answered(conn.principal, this.source(conn), method, params, reply.result);
   }
 
-  /** The principal a thread's owner is now (a revoked or unknown user: confined to nothing). */
-  ownerOf(ownerId: string): Principal {
+  /**
+   * The principal a thread's owner is now (a revoked or unknown user: confined to nothing). From
+   * the database when this process has not heard of the user yet (added a moment ago elsewhere).
+   */
+  async ownerOf(ownerId: string): Promise<Principal> {
     if (ownerId === LOCAL_USER_ID) return localPrincipal("local");
-    const user = this.deps.directory.active(ownerId);
-    if (user) return userPrincipal(user, "token");
+    const user = this.deps.directory.active(ownerId) ?? (await this.deps.users.byId(ownerId));
+    if (user && user.revokedAtMs === null) return userPrincipal(user, "token");
     return { id: ownerId, name: this.deps.directory.nameOf(ownerId) ?? ownerId, admin: false, roots: [], dangerFullAccess: false, signIn: "token" };
   }
 

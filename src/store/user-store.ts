@@ -63,6 +63,11 @@ export class UserStore {
     return row ?? null;
   }
 
+  async byId(id: string): Promise<UserRecord | null> {
+    const [row] = await this.sql<UserRecord[]>`select * from users where id = ${id}`;
+    return row ?? null;
+  }
+
   /** The active user of that name. */
   async byName(name: string): Promise<UserRecord | null> {
     const [row] = await this.sql<UserRecord[]>`select * from users where name = ${name} and revoked_at_ms is null`;

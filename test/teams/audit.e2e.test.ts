@@ -110,7 +110,7 @@ describe("the audit trail", () => {
     ]);
     expect(rows[0]).toMatchObject({ userId: team.alice.record.id, client: "alice-app", remote: expect.stringMatching(/127\.0\.0\.1/), detail: { cwd: team.alice.root, sandbox: { type: "workspaceWrite" } } });
     expect(rows[1]!.detail).toMatchObject({ from: thread });
-    expect(rows[3]!.detail).toEqual({ kind: "agent", turnId: turn.id });
+    expect(rows[3]!.detail).toEqual({ kind: "agent", turnId: turn.id, sandbox: "workspace-write" });
     expect(rows[5]!.detail).toEqual({ method: "thread/read" });
     expect(rows[7]!.detail).toMatchObject({ command: ["true"], sandbox: "dangerFullAccess", exitCode: 0, via: "command/exec" });
     expect(rows[10]!.detail).toMatchObject({ decision: "acceptWithExecpolicyAmendment", command: "make test" });
