@@ -52,12 +52,12 @@ async function listing(label: string, open: () => Promise<{ db: Database; cleanu
     const store = new ExecPolicyStore(db.sql);
     let saved = 0;
     for (const n of [10, 1_000]) {
-      for (; saved < n; saved++) await store.add(["bench", `rule-${saved}`], null);
-      for (let i = 0; i < 50; i++) await store.list();
+      for (; saved < n; saved++) await store.add(["bench", `rule-${saved}`], null, "local");
+      for (let i = 0; i < 50; i++) await store.list("local");
       const samples: number[] = [];
       for (let i = 0; i < 300; i++) {
         const t = performance.now();
-        await store.list();
+        await store.list("local");
         samples.push(performance.now() - t);
       }
       const s = summarize(samples);

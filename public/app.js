@@ -45,6 +45,11 @@ function init() {
     useToken($("token").value);
   });
   $("conn-status").addEventListener("click", () => void connect());
+  // Another user's token: the token field, emptied, focused.
+  $("signed-in").addEventListener("click", () => {
+    $("token").value = "";
+    showTokenForm(true, true);
+  });
   $("new-thread").addEventListener("click", () => void startThread().catch(() => {}));
   $("stop").addEventListener("click", () => void interrupt());
   $("steer").addEventListener("click", () => void send());

@@ -10,6 +10,7 @@ import type { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import type { TurnRunner } from "./runtime/turns.js";
 import type { TurnPages } from "./runtime/turn-pages.js";
 import type { ExecPolicyStore } from "./store/execpolicy-store.js";
+import type { Team } from "./identity/team.js";
 
 export interface ProviderCatalog {
   has(id: string): boolean;
@@ -38,6 +39,8 @@ export interface AppContext {
   readonly mcp: McpManager;
   /** The saved approval rules (execpolicy/rule/list, execpolicy/rule/remove). */
   readonly execPolicy: ExecPolicyStore;
+  /** Users, the request guard, quotas and the audit trail (docs/teams.md). */
+  readonly team: Team;
   /** The stored turns of a thread with their items (thread/read includeTurns). */
   turnsOf(threadId: string): Promise<Turn[]>;
 }

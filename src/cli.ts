@@ -50,6 +50,14 @@ const SERVE_OPTIONS_HELP = `Options (environment fallback in brackets):
                            <home>/mcp.json when it exists                    [APP_SERVER_MCP_CONFIG]
   --workers N|auto         serve from N processes sharing the port (auto: one per CPU);
                            PostgreSQL and ws:// only                         [APP_SERVER_WORKERS]
+  --max-concurrent-turns-per-user N, --max-requests-per-second-per-user N,
+  --max-tokens-per-user-per-day N
+                           per-user quotas (docs/teams.md)   [APP_SERVER_MAX_CONCURRENT_TURNS_PER_USER,
+                           APP_SERVER_MAX_REQUESTS_PER_SECOND_PER_USER, APP_SERVER_MAX_TOKENS_PER_USER_PER_DAY]
+  --jwt-issuer ISS --jwt-audience AUD --jwt-jwks-url URL
+                           accept single sign-on JWTs (docs/teams.md)
+                                      [APP_SERVER_JWT_ISSUER, APP_SERVER_JWT_AUDIENCE, APP_SERVER_JWT_JWKS_URL]
+  --user NAME              stdio: act as this user instead of the spawning one [APP_SERVER_USER]
   -h, --help               this help
 
 New threads run in the client's cwd, else in the workspace (never the directory serve was
@@ -68,6 +76,8 @@ Usage:
   app-server threads [options]           list threads
   app-server acp [--remote URL]          the Agent Client Protocol on stdio, for editors
                                          (Zed, JetBrains, Neovim, Emacs): see docs/acp.md
+  app-server users add|list|revoke       the users of a shared server: see docs/teams.md
+  app-server audit [--user U] [--since T] who did what, as JSON lines
   app-server generate-json-schema --out DIR
                                          write the protocol's JSON Schema files to DIR
   app-server app-server [options]        what Codex's IDE extension runs as \`codex app-server\`:
@@ -90,8 +100,9 @@ in the current directory (or --cwd). Without --url an embedded server is started
 Options:
   --url URL                connect to this running server (ws:// or wss://)
   --token T                the server's token, sent as Authorization: Bearer T
-                           (default for a loopback --url: the home's auth-token)
-                                                               [APP_SERVER_AUTH_TOKEN]
+                           (default: your token in ~/.config/agent-app-server/token
+                           [APP_SERVER_TOKEN_FILE], else for a loopback --url the home's
+                           auth-token)                         [APP_SERVER_AUTH_TOKEN]
   --thread ID              continue this thread instead of starting a new one
   --approve MODE           how to answer approval requests: ask (prompt on the terminal:
                            y yes, s yes for the session, n no, c cancel the turn; declines
@@ -147,6 +158,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write((await import("./acp/command.js")).ACP_HELP);
     return 0;
   }
+  if (command === "help" && (rest[0] === "users" || rest[0] === "audit")) {
+    const team = await import("./identity/cli.js");
+    process.stdout.write(rest[0] === "users" ? team.USERS_HELP : team.AUDIT_HELP);
+    return 0;
+  }
   if (command === "help") {
     // `app-server help serve` = `app-server serve --help`.
     const topic = rest[0] && rest[0] in HELP ? (rest[0] as keyof typeof HELP) : "global";
@@ -190,6 +206,8 @@ export async function main(argv: string[]): Promise<number> {
     return serve(t.serve);
   }
   if (command === "acp") return (await import("./acp/command.js")).runAcp(rest);
+  if (command === "users") return (await import("./identity/cli.js")).runUsers(rest);
+  if (command === "audit") return (await import("./identity/cli.js")).runAudit(rest);
   if (command === "exec" || command === "threads") {
     if (wantsHelp(rest)) {
       process.stdout.write(HELP[command]);

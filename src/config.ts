@@ -5,6 +5,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { LimitsError, parseCommandLimits, type CommandLimits } from "./sandbox/limits.js";
 import { isLocalBaseURL } from "./providers/auth.js";
+import type { TeamSettings } from "./identity/team.js";
 
 export const DEFAULT_LISTEN = "ws://127.0.0.1:4500";
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -96,6 +97,8 @@ export interface ServerConfig {
   limits?: Partial<ServerLimits>;
   /** `--workers N|auto`: serve from N processes sharing the port (PostgreSQL and WebSocket only). */
   workers?: number;
+  /** Users, single sign-on and per-user quotas (docs/teams.md). */
+  team?: TeamSettings;
 }
 
 export interface ServerLimits {
@@ -171,6 +174,13 @@ export const SERVE_OPTIONS = {
   "command-limits": { type: "string" },
   "shared-tmp": { type: "boolean" },
   workers: { type: "string" },
+  "max-concurrent-turns-per-user": { type: "string" },
+  "max-requests-per-second-per-user": { type: "string" },
+  "max-tokens-per-user-per-day": { type: "string" },
+  "jwt-issuer": { type: "string" },
+  "jwt-audience": { type: "string" },
+  "jwt-jwks-url": { type: "string" },
+  user: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -380,5 +390,43 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
       `refusing to listen on non-loopback address ${listen.host} without authentication (APP_SERVER_AUTH=none): use a token (the default) or --insecure-no-auth`,
     );
   if (config.insecureNoAuth && !isLoopback(listen.kind === "ws" ? listen.host : "localhost") && !config.authToken) config.auth = "none";
+  const team = teamSettings(values, env);
+  if (Object.keys(team.quotas ?? {}).length || team.stdioUser || team.jwt || team.usersRefreshMs) config.team = team;
+  if (team.stdioUser && listen.kind !== "stdio") throw new ConfigError(`${values.user !== undefined ? "--user" : "APP_SERVER_USER"} is for stdio (over WebSocket the client's token says who it is)`);
   return config;
+}
+
+type ServeValues = ReturnType<typeof parseArgs<{ options: typeof SERVE_OPTIONS }>>["values"];
+
+/** Per-user quotas, single sign-on and the stdio user (docs/teams.md). */
+function teamSettings(values: ServeValues, env: NodeJS.ProcessEnv): TeamSettings {
+  const quotas = Object.fromEntries(
+    Object.entries({
+      maxConcurrentTurns: positiveInt("max concurrent turns per user", values["max-concurrent-turns-per-user"] ?? env.APP_SERVER_MAX_CONCURRENT_TURNS_PER_USER),
+      requestsPerSecond: positiveInt("max requests per second per user", values["max-requests-per-second-per-user"] ?? env.APP_SERVER_MAX_REQUESTS_PER_SECOND_PER_USER),
+      tokensPerDay: positiveInt("max tokens per user per day", values["max-tokens-per-user-per-day"] ?? env.APP_SERVER_MAX_TOKENS_PER_USER_PER_DAY),
+    }).filter(([, v]) => v !== undefined),
+  );
+  const settings: TeamSettings = { quotas, stdioUser: values.user ?? env.APP_SERVER_USER ?? null };
+  const refresh = positiveInt("APP_SERVER_USERS_REFRESH_MS", env.APP_SERVER_USERS_REFRESH_MS);
+  if (refresh !== undefined) settings.usersRefreshMs = refresh;
+  const issuer = values["jwt-issuer"] ?? env.APP_SERVER_JWT_ISSUER;
+  const audience = values["jwt-audience"] ?? env.APP_SERVER_JWT_AUDIENCE;
+  const jwksUrl = values["jwt-jwks-url"] ?? env.APP_SERVER_JWT_JWKS_URL;
+  const given = [issuer, audience, jwksUrl].filter((v) => v !== undefined).length;
+  if (given > 0 && given < 3) throw new ConfigError("single sign-on needs all of --jwt-issuer, --jwt-audience and --jwt-jwks-url (APP_SERVER_JWT_ISSUER, _AUDIENCE, _JWKS_URL)");
+  if (given === 3) {
+    let url: URL;
+    try {
+      url = new URL(jwksUrl!);
+    } catch {
+      throw new ConfigError(`invalid JWKS URL: ${jwksUrl}`);
+    }
+    if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopback(url.hostname.replace(/^\[(.*)\]$/, "$1"))))
+      throw new ConfigError(`the JWKS URL must be https:// (http:// only on loopback): ${jwksUrl}`);
+    const roots = env.APP_SERVER_JWT_ROOTS?.split(",").map((r) => r.trim()).filter(Boolean) ?? null;
+    for (const r of roots ?? []) if (!path.isAbsolute(r)) throw new ConfigError(`APP_SERVER_JWT_ROOTS: roots must be absolute paths: ${r}`);
+    settings.jwt = { issuer: issuer!, audience: audience!, jwksUrl: jwksUrl!, userClaim: env.APP_SERVER_JWT_USER_CLAIM || "sub", rootsTemplate: roots && roots.length ? roots : null };
+  }
+  return settings;
 }

@@ -15,7 +15,8 @@ export interface TurnObserver {
   turnStarted(): void;
   turnEnded(status: string): void;
   modelCall(provider: string, seconds: number, outcome: "ok" | string): void;
-  tokens(provider: string, usage: Usage): void;
+  /** `userId`: the thread's owner, whose daily tokens the call counts for (docs/teams.md). */
+  tokens(provider: string, usage: Usage, userId: string): void;
   approvalsPending(delta: number): void;
   commitSeconds(seconds: number): void;
 }
@@ -53,6 +54,10 @@ export class Metrics implements TurnObserver {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
   });
+  // Per user (docs/teams.md): labelled by name, so one series per user of the server.
+  private readonly userTokenCounter = new Counter({ name: "app_server_user_tokens_total", help: "Model tokens reported by providers, by user (the thread's owner) and kind", labelNames: ["user", "kind"], registers: [this.registry] });
+  /** Also told every model call's tokens with the thread's owner (the per-user quotas count them). */
+  perUser: ((userId: string, usage: Usage) => void) | null = null;
   readonly coalescedDeltas = new Counter({ name: "app_server_coalesced_deltas_total", help: "Delta notifications merged for slow readers", registers: [this.registry] });
   readonly overflowCloses = new Counter({ name: "app_server_outbound_overflow_closes_total", help: "Connections closed (1013) because they stopped reading", registers: [this.registry] });
 
@@ -84,11 +89,17 @@ export class Metrics implements TurnObserver {
     this.modelLatency.observe({ provider, outcome: outcome === "ok" ? "ok" : "error" }, seconds);
     if (outcome !== "ok") this.modelErrors.inc({ provider, kind: outcome });
   }
-  tokens(provider: string, usage: Usage): void {
+  tokens(provider: string, usage: Usage, userId: string): void {
+    this.perUser?.(userId, usage);
     this.tokenCounter.inc({ provider, kind: "input" }, usage.inputTokens);
     this.tokenCounter.inc({ provider, kind: "cached" }, usage.cachedInputTokens);
     this.tokenCounter.inc({ provider, kind: "output" }, usage.outputTokens);
     if (usage.inputTokens > 0) this.cacheHit.observe({ provider }, usage.cachedInputTokens / usage.inputTokens);
+  }
+  /** A model call's tokens for a user (by name), for app_server_user_tokens_total. */
+  userTokens(user: string, usage: Usage): void {
+    this.userTokenCounter.inc({ user, kind: "input" }, usage.inputTokens);
+    this.userTokenCounter.inc({ user, kind: "output" }, usage.outputTokens);
   }
   approvalsPending(delta: number): void {
     this.approvals.inc(delta);

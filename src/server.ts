@@ -21,6 +21,7 @@ import { registerCommandExecHandler } from "./rpc/handlers/command-exec.js";
 import { registerFileSearchHandlers } from "./rpc/handlers/file-search.js";
 import { mcpStatusNotifier, registerMcpHandlers } from "./rpc/handlers/mcp.js";
 import { registerExecPolicyHandlers } from "./rpc/handlers/execpolicy.js";
+import { registerTeamHandlers } from "./rpc/handlers/teams.js";
 import { ExecPolicyStore } from "./store/execpolicy-store.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
 import type { Model } from "./protocol/session.js";
@@ -47,6 +48,9 @@ import { CommandRunner, SANDBOX_HELP } from "./sandbox/runner.js";
 import { privateTmpBase, TrustBoundary } from "./sandbox/boundary.js";
 import { describeLimits } from "./sandbox/limits.js";
 import { loadOrCreateHomeToken, peerUidSupported } from "./transport/auth.js";
+import { Admission } from "./identity/admission.js";
+import { osUserName, Team } from "./identity/team.js";
+import type { Principal } from "./identity/principal.js";
 import { randomBytes } from "node:crypto";
 import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
@@ -171,6 +175,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // Every command the model or a client runs goes through this runner (the OS sandbox seam).
   const commands = new CommandRunner({ bwrapPath: opts.bwrapPath, envAllow: opts.commandEnv ?? [], set: opts.commandEnvironment, boundary });
   const auth = listen.kind === "ws" ? await admission(opts, log) : { token: null, peerUid: undefined };
+  // Named users join once the store is open (team.ts); until then only the server's token is known.
+  const admitted = new Admission({ serverToken: auth.token, ...(auth.peerUid === undefined ? {} : { peerUid: auth.peerUid }), localName: osUserName(), log });
+  let team: Team | undefined;
+  /** This process's id in the cluster registry (turn slots are held by it), known once registered. */
+  const registered = { processId: "unregistered" };
+  let stdioPrincipal: Principal | undefined;
   // MCP servers: a configuration error stops the start (naming the file and the field); the
   // servers themselves connect in the background, so a slow one never delays readiness.
   const mcpFile = await locateMcpConfig(opts.mcpConfig, opts.home);
@@ -196,14 +206,16 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const metrics = new Metrics();
   // --workers: GET /metrics reports every worker, aggregated by the primary (workers.ts).
   const renderMetrics = isWorkerProcess() ? clusterMetrics(metrics) : () => metrics.render();
-  const accept = (send: SendText, closeSocket?: (code: number, reason: string) => void) => {
+  const accept = (send: SendText, closeSocket: ((code: number, reason: string) => void) | undefined, who: { principal: Principal; remote: string | null }) => {
     // Every line a connection logs names it (with the request id where there is one).
-    const conn = new Connection(send, log.child({ component: "rpc", connection: ++connectionCount }), {
-      maxInFlightRequests: limits.maxInFlightRequests,
-      requestsPerSecond: limits.requestsPerSecond,
-      requestBurst: limits.requestBurst,
-    });
+    const conn = new Connection(
+      send,
+      log.child({ component: "rpc", connection: ++connectionCount, user: who.principal.name }),
+      { maxInFlightRequests: limits.maxInFlightRequests, requestsPerSecond: limits.requestsPerSecond, requestBurst: limits.requestBurst },
+      { principal: who.principal, guard: team!.guard, remote: who.remote },
+    );
     connections.add(conn);
+    team!.track(conn, closeSocket);
     registerSessionHandlers(conn, app!);
     registerThreadHandlers(conn, app!);
     registerTurnHandlers(conn, app!);
@@ -213,11 +225,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     registerMcpHandlers(conn, app!);
     registerFileSearchHandlers(conn, app!, boundary.hidden);
     registerExecPolicyHandlers(conn, app!);
+    registerTeamHandlers(conn, app!);
     conn.onClose(() => {
       connections.delete(conn);
       app!.runtime.disconnect(conn);
     });
-    void closeSocket;
     return { receive: (text: string) => conn.receive(text), closed: () => conn.close(), drain: () => conn.peer.drain(), initialized: () => conn.initialized };
   };
 
@@ -231,8 +243,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           isReady: () => ready,
           accept,
           keepalive: { ...keepaliveFromEnv(process.env), ...opts.keepalive },
-          authToken: auth.token,
-          ...(auth.peerUid === undefined ? {} : { peerUid: auth.peerUid }),
+          admission: admitted,
           allowedOrigins: opts.allowedOrigins ?? [],
           maxConnections: limits.maxConnections,
           outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
@@ -276,6 +287,33 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       ? setTimeout(() => void db.sql`analyze`.catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref()
       : null;
 
+  try {
+    team = await Team.start({
+      sql: db.sql,
+      log,
+      settings: opts.team ?? {},
+      processId: () => registered.processId,
+      defaultCwd,
+      activeTurn: (threadId) => {
+        const active = runtime.loaded.get(threadId)?.activeTurn;
+        return active ? { id: active.id, ended: turns.settle(threadId) } : null;
+      },
+      loadedOwner: (threadId) => runtime.loaded.get(threadId)?.record.userId ?? null,
+      onTokens: (user, usage) => metrics.userTokens(user, usage),
+      unsubscribe: (threadId, conn) => void runtime.unsubscribe(threadId, conn),
+    });
+    // Over stdio the principal is the spawning user (or the user APP_SERVER_USER names: known now or refused now).
+    if (listen.kind === "stdio") stdioPrincipal = team.stdioPrincipal();
+  } catch (err) {
+    await team?.close();
+    await db.close();
+    await ws?.close();
+    throw err;
+  }
+  admitted.useDirectory(team.directory);
+  // A confined user's commands and tools do not see the other users' workspaces (docs/teams.md).
+  boundary.setScopeHidden((scope) => team!.hiddenFrom(scope));
+  metrics.perUser = (userId, usage) => team!.quotas.recordTokens(userId, usage);
   const store = new ThreadStore(db.sql);
   const runtime = new ThreadRuntime(
     store,
@@ -358,6 +396,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
     mcp,
     execPolicy: new ExecPolicyStore(db.sql),
+    team,
   };
   await mcp.start();
 
@@ -367,9 +406,11 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   try {
     await unlessAborted(sandboxStatus, signal);
     cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env }), signal, (late) => late.close());
+    registered.processId = cluster.links.leases.processId;
   } catch (err) {
     await threadMcp.close();
     await mcp.close();
+    await team.close().catch(() => {});
     await db.close();
     await ws?.close();
     throw err;
@@ -381,7 +422,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       input: opts.stdio?.input as never,
       output: opts.stdio?.output as never,
       maxLineBytes: opts.maxFrameBytes,
-      accept: (send) => accept(send),
+      accept: (send) => accept(send, undefined, { principal: stdioPrincipal!, remote: "stdio" }),
       onEnd: () => opts.onStdioEnd?.(),
     });
   }
@@ -407,6 +448,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         await cluster.close();
         await threadMcp.close();
         await mcp.close();
+        await team!.close();
         if (analyze) clearTimeout(analyze);
         await db.close();
         await boundary.removePrivateTmp();

@@ -11,6 +11,9 @@ import { startTestServer, type TestServer } from "./support/server.js";
 import { TestClient } from "./support/client.js";
 import { startMockModelServer, type MockModelServer } from "./support/mock-model-server.js";
 
+/** Who a connection without a user token is (docs/teams.md): the local user, an admin. */
+const LOCAL_USER = { userId: "local", name: expect.any(String), admin: true, roots: null, dangerFullAccess: true, signIn: "local" };
+
 const ALL = ["anthropic", "openai", "openai-chat"] as const;
 const byId = (list: ReturnType<typeof providerCredentials>) => Object.fromEntries(list.map((c) => [c.id, c]));
 
@@ -78,7 +81,7 @@ describe.each(BACKENDS)("account/read and modelProvider/list (%s)", (backend) =>
   it("a default provider without a key: no account, and the variable to set", async () => {
     const c = await TestClient.initialized(missing.url);
     try {
-      expect(await c.request("account/read", {})).toEqual({ account: null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null });
+      expect(await c.request("account/read", {})).toEqual({ account: null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null, user: LOCAL_USER });
       const list = await c.request("modelProvider/list", {});
       expect(list.defaultProviderId).toBe("anthropic");
       expect(list.canChangeDefault).toBe(false);
@@ -110,7 +113,7 @@ describe.each(BACKENDS)("account/read and modelProvider/list (%s)", (backend) =>
   it("a default provider with a key: an API-key account, still no OpenAI login required", async () => {
     const c = await TestClient.initialized(keyed.url);
     try {
-      expect(await c.request("account/read", {})).toEqual({ account: { type: "apiKey" }, userId: null, requiresOpenaiAuth: false, workspaceRouting: null });
+      expect(await c.request("account/read", {})).toEqual({ account: { type: "apiKey" }, userId: null, requiresOpenaiAuth: false, workspaceRouting: null, user: LOCAL_USER });
       const list = await c.request("modelProvider/list", {});
       expect(list.defaultProviderId).toBe("openai-chat");
       expect(list.data.find((x: any) => x.id === "openai-chat").settings.auth).toEqual({ mode: "environmentVariable", envKey: "OPENAI_API_KEY" });

@@ -13,7 +13,7 @@ describe("Metrics", () => {
     m.turnEnded("completed");
     m.modelCall("openai", 0.3, "ok");
     m.modelCall("openai", 2, "rate_limit");
-    m.tokens("anthropic", { inputTokens: 100, cachedInputTokens: 25, outputTokens: 9 } as never);
+    m.tokens("anthropic", { inputTokens: 100, cachedInputTokens: 25, outputTokens: 9 } as never, "local");
     m.commitSeconds(0.002);
     m.commitSeconds(0.02);
     m.coalescedDeltas.inc();

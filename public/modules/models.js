@@ -50,10 +50,22 @@ export async function loadCredentials() {
   try {
     const [account, providers] = await Promise.all([state.rpc.request("account/read", {}), state.rpc.request("modelProvider/list", {})]);
     state.credentials = { hasKey: account.account !== null, defaultProviderId: providers.defaultProviderId, providers: providers.data };
+    showSignedIn(account.user ?? null);
   } catch {
     state.credentials = null; // a server without these methods: no warning
+    showSignedIn(null);
   }
   updateKeyWarning();
+}
+
+/** The signed-in user in the top bar (a server that shares users says who; docs/teams.md). */
+export function showSignedIn(user) {
+  const el = $("signed-in");
+  el.hidden = !user;
+  if (!user) return;
+  el.textContent = user.admin ? `${user.name} (admin)` : user.name;
+  const roots = user.roots === null ? "any directory" : user.roots.length ? user.roots.join(", ") : "no directory";
+  el.title = `Signed in as ${user.name}${user.admin ? ", an admin" : ""} (${user.signIn === "local" ? "the server's own token" : user.signIn}); works in ${roots}. Click to sign in with another token.`;
 }
 
 /**

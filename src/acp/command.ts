@@ -8,7 +8,7 @@
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import { ndJsonStream } from "@agentclientprotocol/sdk/unstable";
-import { homeToken } from "../client/home-token.js";
+import { clientToken } from "../client/home-token.js";
 import { ConfigError, loadApiKeyFiles, resolveServeConfig } from "../config.js";
 import { createLogger, routeConsoleWarnings, type Logger } from "../log.js";
 import { acpAgent } from "./agent.js";
@@ -95,7 +95,7 @@ export function parseAcpArgs(args: string[], env: NodeJS.ProcessEnv): AcpCommand
 }
 
 async function homeTokenUnless(cmd: AcpCommand, env: NodeJS.ProcessEnv): Promise<string | undefined> {
-  return cmd.token ?? (await homeToken(cmd.remote!, { env }));
+  return cmd.token ?? (await clientToken(cmd.remote!, { env }));
 }
 
 /** The embedded engine's configuration: serve's, minus what only a listening server uses. */

@@ -21,3 +21,20 @@ export async function homeToken(url: string, opts: { home?: string; env: NodeJS.
   const text = await readFile(path.join(home, AUTH_TOKEN_FILE), "utf8").catch(() => "");
   return text.trim() || undefined;
 }
+
+/**
+ * The user's own API token (docs/teams.md), for clients of a shared server: the file
+ * APP_SERVER_TOKEN_FILE names, else `$XDG_CONFIG_HOME/agent-app-server/token` (default
+ * `~/.config/agent-app-server/token`). Undefined when there is none.
+ */
+export async function userToken(env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  const config = env.XDG_CONFIG_HOME || path.join(os.homedir(), ".config");
+  const file = env.APP_SERVER_TOKEN_FILE || path.join(config, "agent-app-server", "token");
+  const text = await readFile(file, "utf8").catch(() => "");
+  return text.trim() || undefined;
+}
+
+/** The token a client sends to `url` when none was given: the user's own, else a loopback server's generated one. */
+export async function clientToken(url: string, opts: { home?: string; env: NodeJS.ProcessEnv }): Promise<string | undefined> {
+  return (await userToken(opts.env)) ?? (await homeToken(url, opts));
+}

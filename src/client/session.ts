@@ -8,7 +8,7 @@ import { createLogger, routeConsoleWarnings } from "../log.js";
 import { describeStartError } from "../start-error.js";
 import { startServer, type RunningServer } from "../server.js";
 import { DirectoryLockedError } from "../store/dir-lock.js";
-import { homeToken } from "./home-token.js";
+import { clientToken } from "./home-token.js";
 import { RpcClient } from "./rpc-client.js";
 
 export interface SessionOptions {
@@ -67,7 +67,7 @@ export async function openSession(opts: SessionOptions, clientName: string): Pro
     // The embedded server requires a token too (another local user could reach its port): send it.
     token ??= server.authToken ?? undefined;
   } else {
-    token ??= await homeToken(url, opts);
+    token ??= await clientToken(url, opts);
   }
   let client: RpcClient;
   try {

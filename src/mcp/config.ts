@@ -52,7 +52,12 @@ const McpConfigFile = z
   .object({ mcpServers: z.record(z.string(), ServerConfig).default({}) })
   .loose();
 
-export type StdioServerConfig = z.infer<typeof StdioServer> & { kind: "stdio"; name: string };
+export type StdioServerConfig = z.infer<typeof StdioServer> & {
+  kind: "stdio";
+  name: string;
+  /** A thread's own server (thread-mcp.ts): confined as that thread's commands are (its /tmp, its hidden paths). */
+  sandboxScope?: string;
+};
 export type HttpServerConfig = z.infer<typeof HttpServer> & { kind: "http"; name: string };
 export type McpServerConfig = StdioServerConfig | HttpServerConfig;
 

@@ -70,7 +70,7 @@ async function stdioSandbox(c: StdioServerConfig, homesDir: string): Promise<{ s
       : c.sandbox === "read-only"
         ? { type: "readOnly" as const, networkAccess: c.networkAccess }
         : policyOfMode("danger-full-access");
-  const sandbox = await resolveSandbox(policy, c.cwd!);
+  const sandbox = await resolveSandbox(policy, c.cwd!, c.sandboxScope === undefined ? {} : { tmpScope: c.sandboxScope });
   if (sandbox === null) return { sandbox, env: c.env };
   const home = await privateHome(homesDir, c.name);
   const env = {

@@ -5,6 +5,7 @@
  * ModelProviderListResponse); this server fills in the subset that describes it.
  */
 import { z } from "zod";
+import { SignedInUser } from "./teams.js";
 
 // ---- account/read ---------------------------------------------------------------------------
 
@@ -24,6 +25,8 @@ export const GetAccountResponse = z
     /** Always false: no OpenAI login is ever needed here. */
     requiresOpenaiAuth: z.boolean(),
     workspaceRouting: z.null(),
+    /** Our extension: who this connection is signed in as (docs/teams.md). */
+    user: SignedInUser.optional(),
   })
   .meta({ id: "GetAccountResponse" });
 

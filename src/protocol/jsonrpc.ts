@@ -26,4 +26,6 @@ export const ErrorCode = {
   InvalidParams: -32602,
   InternalError: -32603,
   ServerOverloaded: -32001,
+  /** A user's quota (concurrent turns, requests per second, tokens per day): docs/teams.md. */
+  QuotaExceeded: -32003,
 } as const;

@@ -15,6 +15,7 @@ import * as R from "./review.js";
 import * as S from "./session.js";
 import * as SH from "./shell-command.js";
 import * as T from "./thread.js";
+import * as TM from "./teams.js";
 import * as F from "./thread-search.js";
 import * as U from "./turn.js";
 import * as X from "./tools.js";
@@ -66,6 +67,9 @@ export const clientRequests = {
   "fuzzyFileSearch/sessionStop": { params: FS.FuzzyFileSearchSessionStopParams, result: FS.FuzzyFileSearchSessionStopResponse },
   "execpolicy/rule/list": { params: E.ExecPolicyRuleListParams, result: E.ExecPolicyRuleListResponse },
   "execpolicy/rule/remove": { params: E.ExecPolicyRuleRemoveParams, result: E.ExecPolicyRuleRemoveResponse },
+  "thread/share": { params: TM.ThreadShareParams, result: TM.ThreadShareResponse },
+  "audit/list": { params: TM.AuditListParams, result: TM.AuditListResponse },
+  "account/usage/read": { params: TM.GetAccountTokenUsageParams, result: TM.GetAccountTokenUsageResponse },
 } as const;
 export type ClientRequestMethod = keyof typeof clientRequests;
 export type ParamsOf<M extends ClientRequestMethod> = z.infer<(typeof clientRequests)[M]["params"]>;

@@ -1,5 +1,6 @@
 /** Thread and Turn objects and the thread/* methods (Codex v2 shapes). */
 import { z } from "zod";
+import { ThreadAccess } from "./teams.js";
 import {
   ApprovalsReviewer,
   AskForApproval,
@@ -147,7 +148,8 @@ export const ThreadStartResponse = z.object(threadSettingsResponse).meta({ id: "
 export type ThreadStartResponse = z.infer<typeof ThreadStartResponse>;
 
 export const ThreadReadParams = z.object({ threadId: ThreadId, includeTurns: z.boolean().optional() }).meta({ id: "ThreadReadParams" });
-export const ThreadReadResponse = z.object({ thread: Thread }).meta({ id: "ThreadReadResponse" });
+/** `access` (our extension, docs/teams.md): the thread's owner, its shares and what the reader may do. */
+export const ThreadReadResponse = z.object({ thread: Thread, access: ThreadAccess.optional() }).meta({ id: "ThreadReadResponse" });
 
 /** recency_at is the last activity (updated_at here); section_position orders by section, and no thread has one, so by recency. */
 export const ThreadSortKey = z.enum(["created_at", "updated_at", "recency_at", "section_position"]).meta({ id: "ThreadSortKey" });

@@ -22,6 +22,8 @@ export const REQUEST_CANCELLED = -32800;
 
 export const invalidRequest = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidRequest, message, data);
 export const invalidParams = (message: string, data?: unknown) => new RpcError(ErrorCode.InvalidParams, message, data);
+/** The answer for a thread id the server does not know — and for another user's thread (docs/teams.md). */
+export const threadNotFound = (threadId: string) => invalidRequest(`thread not found: ${threadId}`);
 export const overloaded = () => new RpcError(ErrorCode.ServerOverloaded, "Server overloaded; retry later");
 
 /** -32602 with the zod issues in `error.data.issues` and a readable summary in the message. */

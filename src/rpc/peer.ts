@@ -26,6 +26,7 @@ import { ErrorCode, type RequestId } from "../protocol/jsonrpc.js";
 import { REQUEST_CANCELLED, RpcError } from "./errors.js";
 import { idKey, isRequestId, messageStarts, rawTextAt, stringifyMessage, wireId, type WireId } from "./ids.js";
 import type { PreparedNotification } from "./prepared-notification.js";
+import { TokenBucket } from "./token-bucket.js";
 
 export interface PeerLogger {
   warn(obj: object, msg: string): void;
@@ -116,15 +117,14 @@ export class RpcPeer {
   private readonly running = new Map<string, Set<AbortController>>();
   /** json-rpc-2.0 sees these ids instead of the client's (which may be null or a RawNumberId). */
   private nextInternalId = 1;
-  private tokens: number;
-  private tokensAt = Date.now();
+  private readonly bucket: TokenBucket;
 
   constructor(
     private readonly sendText: SendText,
     private readonly log: PeerLogger,
     private readonly limits: PeerLimits = DEFAULT_PEER_LIMITS,
   ) {
-    this.tokens = limits.requestBurst;
+    this.bucket = new TokenBucket(limits.requestsPerSecond, limits.requestBurst);
     this.client = new JSONRPCClient<void>((payload) => {
       if (!this.open) throw new Error("connection closed");
       this.write(payload);
@@ -311,18 +311,8 @@ export class RpcPeer {
     }
   }
 
-  /** Token bucket: refills at requestsPerSecond up to requestBurst. */
-  private takeToken(): boolean {
-    const now = Date.now();
-    this.tokens = Math.min(this.limits.requestBurst, this.tokens + ((now - this.tokensAt) / 1000) * this.limits.requestsPerSecond);
-    this.tokensAt = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
-
   private async dispatchRequest(id: WireId, method: string, params: unknown, responded: Promise<void>): Promise<Obj> {
-    if (!this.takeToken()) return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "rateLimited" });
+    if (!this.bucket.take()) return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "rateLimited" });
     if (this.activeRequests >= this.limits.maxInFlightRequests)
       return errorResponse(id, ErrorCode.ServerOverloaded, "Server overloaded; retry later", { reason: "tooManyInFlightRequests", limit: this.limits.maxInFlightRequests });
     const rejected = this.gate(method);

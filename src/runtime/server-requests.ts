@@ -1,6 +1,7 @@
 /**
  * Server → client requests that belong to a thread (tool calls, approvals). A request goes to
- * every subscribed connection; the first reply wins and every connection it was sent to gets
+ * every subscribed connection that accepts it (docs/teams.md: those of the thread's owner and of
+ * users it is shared with for writing); the first reply wins and every connection it was sent to gets
  * `serverRequest/resolved`. A connection that disconnects does not answer: the request stays
  * pending, and a connection that subscribes later is sent it again (same params, its own id).
  */
@@ -11,6 +12,8 @@ export interface ClientReply {
 
 export interface RequestingSubscriber {
   request?(method: string, params: object): { id: number; reply: Promise<ClientReply> };
+  /** Whether this subscriber may be sent (and answer) this request; absent: yes. */
+  accepts?(method: string, params: object): boolean;
 }
 
 interface Pending {
@@ -99,7 +102,8 @@ export class ServerRequestBroker {
   }
 
   private send(entry: Pending, sub: RequestingSubscriber): void {
-    if (!sub.request) return;
+    // A subscriber that may only read the thread (a share, an admin) sees the request's item, not the question.
+    if (!sub.request || sub.accepts?.(entry.method, entry.params) === false) return;
     const { id, reply } = sub.request(entry.method, entry.params);
     entry.sent.set(sub, id);
     entry.outstanding.add(sub);

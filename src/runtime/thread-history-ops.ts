@@ -114,7 +114,8 @@ export class ThreadHistoryOps {
    * A fork is a new thread pointing at the thread that owns the fork point and how much of its
    * log and turns it sees — no history is copied, so forking costs the same at any size.
    */
-  async fork(p: ThreadForkParams, subscriber: Subscriber, responded: Promise<void>) {
+  /** `userId`: whose the fork is (the user forking; default: the source's owner). */
+  async fork(p: ThreadForkParams & { userId?: string }, subscriber: Subscriber, responded: Promise<void>) {
     const source = await this.runtime.load(p.threadId);
     // Forking must not cost what the history costs: without a lastTurnId only counts are needed,
     // so an unloaded source is not read (the full log is read only to check a fork point).
@@ -158,6 +159,7 @@ export class ThreadHistoryOps {
       seqReserved: 0,
       createdAtMs: now,
       updatedAtMs: now,
+      userId: p.userId ?? source.record.userId,
     };
     const record = { ...applyOverrides(base, p), config: mergeThreadConfig(base.config, p.config) };
     const message = settingsMessage(base, record, this.settings.shell, p);

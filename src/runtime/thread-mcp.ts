@@ -75,7 +75,8 @@ export function mergeThreadConfig(current: Record<string, unknown> | null, given
 }
 
 /** A thread's servers as the MCP manager takes them; empty when its config names none. */
-export function threadMcpServers(config: Record<string, unknown> | null, cwd: string): McpServerConfig[] {
+/** `scope`: the thread's id (its servers are confined as its commands are: /tmp, hidden paths). */
+export function threadMcpServers(config: Record<string, unknown> | null, cwd: string, scope?: string): McpServerConfig[] {
   const servers = (normalizeThreadConfig(config)?.[KEY] ?? {}) as ThreadMcpServersConfig;
   return Object.entries(servers)
     .map(([name, s]): McpServerConfig => {
@@ -93,6 +94,7 @@ export function threadMcpServers(config: Record<string, unknown> | null, cwd: st
         writableRoots: [],
         startupTimeoutSec,
         disabled: false,
+        ...(scope === undefined ? {} : { sandboxScope: scope }),
       };
     })
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -132,7 +134,7 @@ export class ThreadMcpRegistry {
   private entryOf(thread: LoadedThread): { manager: McpManager; started: Promise<void> } | null {
     let servers: McpServerConfig[];
     try {
-      servers = threadMcpServers(thread.record.config, thread.record.cwd);
+      servers = threadMcpServers(thread.record.config, thread.record.cwd, thread.id);
     } catch (err) {
       // Checked when it was stored; a config that no longer parses offers no servers.
       this.deps.log.warn({ err, threadId: thread.id }, "ignoring the thread's MCP servers: invalid config");

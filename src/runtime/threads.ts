@@ -618,7 +618,7 @@ export class ThreadRuntime {
 
   /** `source`: the Thread.source label (which kind of client started it, see thread-source.ts). */
   async startThread(
-    p: ThreadStartParams & { sandboxPolicy?: SandboxPolicy | null; source?: string },
+    p: ThreadStartParams & { sandboxPolicy?: SandboxPolicy | null; source?: string; userId?: string },
     subscriber: Subscriber,
     responded?: Promise<void>,
   ): Promise<ThreadStartResponse> {
@@ -653,6 +653,7 @@ export class ThreadRuntime {
       seqReserved: 0,
       createdAtMs: now,
       updatedAtMs: now,
+      userId: p.userId ?? "local",
     };
     return this.createThread(record, subscriber, { responded });
   }
@@ -714,7 +715,8 @@ export class ThreadRuntime {
     return record;
   }
 
-  async listThreads(p: ThreadListParams, cursor: ThreadCursor | null): Promise<ThreadListResult> {
+  /** `visibleTo`: only that user's threads and those shared with it (null: all). */
+  async listThreads(p: ThreadListParams, cursor: ThreadCursor | null, visibleTo: string | null = null): Promise<ThreadListResult> {
     const cwds = p.cwd == null ? null : Array.isArray(p.cwd) ? p.cwd : [p.cwd];
     const page = await this.store.listThreads({
       limit: p.limit ?? 25,
@@ -731,6 +733,7 @@ export class ThreadRuntime {
       matchesNothing: Boolean(p.parentThreadId || p.ancestorThreadId || p.attachedToThreadId || p.sectionId || p.projectId || p.originators?.length),
       includedIds: p.includedThreadIds ?? null,
       excludedIds: p.excludedThreadIds ?? [],
+      visibleTo,
     });
     const statuses = await this.statusesOf(page.rows);
     return {

@@ -96,8 +96,9 @@ function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThrea
     approvalPolicy: thread.record.approvalPolicy,
     sessionApprovals: thread.sessionApprovals,
     execPolicy: {
-      patterns: () => recording("the approval rules", async () => (await deps.execPolicy.list()).map((r) => r.pattern)),
-      add: (pattern) => recording("an approval rule", async () => void (await deps.execPolicy.add(pattern, thread.id))),
+      // The thread owner's rules (docs/teams.md).
+      patterns: () => recording("the approval rules", async () => (await deps.execPolicy.list(thread.record.userId)).map((r) => r.pattern)),
+      add: (pattern) => recording("an approval rule", async () => void (await deps.execPolicy.add(pattern, thread.id, thread.record.userId))),
     },
     newItemId: () => {
       // A restored turn re-runs the call that waited on approval under its recorded item id.

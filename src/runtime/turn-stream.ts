@@ -164,7 +164,7 @@ export class TurnStream {
     if (turn.recordError) throw turn.recordError;
     const now = Date.now();
     observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, "ok");
-    observer.tokens(thread.record.modelProvider, usage);
+    observer.tokens(thread.record.modelProvider, usage, thread.record.userId);
     const toStart: ThreadItem[] = [];
     const completed: ThreadItem[] = [];
     message.content.forEach((block, index) => {

@@ -58,6 +58,8 @@ export class TrustBoundary {
   private readonly configs = new Set<string>();
   private readonly tmpDirs = new Map<string, Promise<string>>();
   private tmpRemoved = false;
+  /** Paths hidden from one scope only (a thread: other users' workspaces, docs/teams.md). */
+  private scopeHidden: ((scope: string) => readonly string[]) | null = null;
 
   constructor(opts: TrustBoundaryOptions = {}) {
     this.hidden = [...new Set([...(opts.hidden ?? []), ...SYSTEM_SECRETS].flatMap(withRealPath))];
@@ -65,6 +67,21 @@ export class TrustBoundary {
     this.tmpBase = opts.tmpBase ? path.resolve(opts.tmpBase) : null;
     this.maxPatchBytes = opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES;
     for (const f of opts.configFiles ?? []) this.protectConfig(f);
+  }
+
+  /**
+   * Where the paths hidden from one scope come from (a thread id, `command-exec:<user>`): on a
+   * server a team shares, the other users' workspaces are hidden from a confined user's commands and
+   * tools as the server's own secrets are from everyone's.
+   */
+  setScopeHidden(fn: (scope: string) => readonly string[]): void {
+    this.scopeHidden = fn;
+  }
+
+  /** The hidden paths of a confinement of `scope` (the server-wide ones, plus the scope's own). */
+  hiddenFor(scope: string | undefined): string[] {
+    const extra = scope === undefined || this.scopeHidden === null ? [] : this.scopeHidden(scope);
+    return extra.length === 0 ? this.hidden : [...new Set([...this.hidden, ...extra.flatMap(withRealPath)])];
   }
 
   /** Registers a configuration file the server loads (config loading calls this). */

@@ -64,6 +64,8 @@ async function existingMasks(paths: readonly string[]): Promise<MaskedPath[]> {
 export class SandboxView {
   private constructor(
     readonly boundary: TrustBoundary,
+    /** What is hidden in this view: the boundary's paths, plus those hidden from its scope (boundary.hiddenFor). */
+    readonly hidden: readonly string[],
     /** null: danger-full-access (no sandbox; tools still keep off hidden paths and configs). */
     readonly confinement: Confinement | null,
     /** The host directory seen as /tmp, or null when /tmp is the host's. */
@@ -73,19 +75,20 @@ export class SandboxView {
   ) {}
 
   static async create(boundary: TrustBoundary, c: Confinement | null): Promise<SandboxView> {
-    if (c === null || c.mode !== "workspace-write" || !c.writableRoots.includes("/tmp")) return new SandboxView(boundary, c, null, c?.writableRoots ?? []);
+    const hidden = boundary.hiddenFor(c?.tmpScope);
+    if (c === null || c.mode !== "workspace-write" || !c.writableRoots.includes("/tmp")) return new SandboxView(boundary, hidden, c, null, c?.writableRoots ?? []);
     const tmp = boundary.privateTmp(c.tmpScope ?? "server");
-    if (tmp === null) return new SandboxView(boundary, c, null, c.writableRoots);
-    return new SandboxView(boundary, c, await tmp, c.writableRoots.filter((r) => r !== "/tmp"));
+    if (tmp === null) return new SandboxView(boundary, hidden, c, null, c.writableRoots);
+    return new SandboxView(boundary, hidden, c, await tmp, c.writableRoots.filter((r) => r !== "/tmp"));
   }
 
   /** Plain data to rebuild the same view in a worker thread (fromData). */
   toData(): SandboxViewData {
-    return { hidden: this.boundary.hidden, configFiles: this.boundary.configFiles, confinement: this.confinement, tmpHost: this.tmpHost, binds: [...this.binds] };
+    return { hidden: [...this.hidden], configFiles: this.boundary.configFiles, confinement: this.confinement, tmpHost: this.tmpHost, binds: [...this.binds] };
   }
 
   static fromData(data: SandboxViewData): SandboxView {
-    return new SandboxView(new TrustBoundary({ hidden: data.hidden, configFiles: data.configFiles }), data.confinement, data.tmpHost, data.binds);
+    return new SandboxView(new TrustBoundary({ hidden: data.hidden, configFiles: data.configFiles }), data.hidden, data.confinement, data.tmpHost, data.binds);
   }
 
   get mode(): SandboxMode {
@@ -117,7 +120,7 @@ export class SandboxView {
   /** The hidden path that covers `p`, or null when `p` is visible. */
   hiddenAt(p: string): string | null {
     if (this.remapped(p)) return null;
-    for (const h of this.boundary.hidden) {
+    for (const h of this.hidden) {
       if (!isWithin(p, h)) continue;
       // A directory the user chose inside a hidden one is visible, the hidden one itself is not.
       if (this.exposed.some((e) => strictlyWithin(e, h) && isWithin(p, e))) continue;
@@ -184,7 +187,7 @@ export class SandboxView {
 
   /** The masks this sandbox needs: hidden paths that exist and are visible, and /run without the network. */
   async masks(): Promise<MaskedPath[]> {
-    const hidden = this.boundary.hidden.filter((h) => !this.remapped(h));
+    const hidden = this.hidden.filter((h) => !this.remapped(h));
     const run = this.confinement?.network ? [] : ["/run", "/var/run"];
     return existingMasks([...hidden, ...run]);
   }

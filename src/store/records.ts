@@ -35,6 +35,8 @@ export interface ThreadRecord {
   seqReserved: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The user the thread belongs to (docs/teams.md); `local` for the implicit one. */
+  userId: string;
 }
 
 export type NewThread = Omit<ThreadRecord, "archived" | "systemError" | "seqReserved" | "preview" | "name" | "tokenUsage"> & {

@@ -23,6 +23,8 @@ export interface ThreadListQuery {
   matchesNothing?: boolean;
   includedIds: string[] | null;
   excludedIds: string[];
+  /** Only threads this user owns or that are shared with it (null: every thread, for admins). */
+  visibleTo?: string | null;
 }
 
 /** Keyset position: the sort value and id of a boundary row; `inclusive` for backwards cursors. */
@@ -47,6 +49,8 @@ export interface ThreadSearchQuery {
   /** Keyset position (updated_at_ms, id) of the previous page's last row. */
   cursor: { value: number; id: string } | null;
   archived: boolean;
+  /** As ThreadListQuery.visibleTo. */
+  visibleTo?: string | null;
 }
 
 export interface ThreadSearchPage {
@@ -89,6 +93,12 @@ export function eventRows(q: Queryable, threadId: string, events: StoredEvent[])
   return q(rows as never[]);
 }
 
+/** The threads a non-admin user sees: its own and those shared with it (docs/teams.md). */
+function visibleTo(sql: Queryable, userId: string | null | undefined): Fragment {
+  if (userId == null) return sql``;
+  return sql`and (user_id = ${userId} or id in (select thread_id from thread_shares where user_id = ${userId}))`;
+}
+
 export class ThreadStore {
   constructor(readonly sql: Sql) {}
 
@@ -103,13 +113,13 @@ export class ThreadStore {
         id, session_id, forked_from_id, fork_parent_id, fork_turn_count, fork_message_count, name, preview, ephemeral,
         model_provider, model, reasoning_effort, cwd, approval_policy, sandbox, sandbox_policy, base_instructions,
         developer_instructions, dynamic_tools, config, cli_version, source, seq_reserved, created_at_ms, updated_at_ms,
-        owner_id, lease_epoch
+        owner_id, lease_epoch, user_id
       ) values (
         ${t.id}, ${t.sessionId}, ${t.forkedFromId}, ${t.forkParentId}, ${t.forkTurnCount}, ${t.forkMessageCount}, ${t.name ?? null},
         ${t.preview ?? ""}, ${t.ephemeral}, ${t.modelProvider}, ${t.model}, ${t.reasoningEffort}, ${t.cwd},
         ${json(q, t.approvalPolicy)}, ${t.sandbox}, ${t.sandboxPolicy === null ? null : json(q, t.sandboxPolicy)}, ${t.baseInstructions}, ${t.developerInstructions},
         ${json(q, t.dynamicTools)}, ${t.config === null ? null : json(q, t.config)}, ${t.cliVersion}, ${t.source},
-        ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}, ${t.ownerId ?? null}, ${t.leaseEpoch ?? 0}
+        ${t.seqReserved}, ${t.createdAtMs}, ${t.updatedAtMs}, ${t.ownerId ?? null}, ${t.leaseEpoch ?? 0}, ${t.userId}
       )`;
   }
 
@@ -225,6 +235,7 @@ export class ThreadStore {
         ${query.matchesNothing ? sql`and false` : sql``}
         ${query.includedIds ? (query.includedIds.length ? sql`and id in ${sql(query.includedIds)}` : sql`and false`) : sql``}
         ${query.excludedIds.length ? sql`and id not in ${sql(query.excludedIds)}` : sql``}
+        ${visibleTo(sql, query.visibleTo)}
         ${extra}
         ${after}
       ${order}
@@ -261,6 +272,7 @@ export class ThreadStore {
     const filtered = (cols: Fragment, extra: Fragment, limit = query.limit + 1) => sql`
       select ${cols} from threads
       where archived = ${query.archived} and not ephemeral
+        ${visibleTo(sql, query.visibleTo)}
         ${extra}
         ${c ? sql`and (updated_at_ms, id) < (${c.value}, ${c.id})` : sql``}
       order by updated_at_ms desc, id desc

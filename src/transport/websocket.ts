@@ -15,7 +15,8 @@ import { DEFAULT_KEEPALIVE, watchSocket, type KeepaliveOptions } from "./keepali
 import type { SendText } from "../rpc/peer.js";
 import { PreparedNotification } from "../rpc/prepared-notification.js";
 import { deltaHint, OutboundQueue } from "./outbound.js";
-import { isLoopbackAddress, peerUid } from "./auth.js";
+import type { Admitted } from "../identity/admission.js";
+import type { Principal } from "../identity/principal.js";
 
 export interface WebSocketTransportOptions {
   host: string;
@@ -24,20 +25,20 @@ export interface WebSocketTransportOptions {
   log: Logger;
   /** Whether the server accepts connections (the store is ready). */
   isReady(): boolean;
-  /** A new client: returns the callbacks for its frames and its close. */
+  /** A new client, acting for `who.principal`: returns the callbacks for its frames and its close. */
   accept(
     send: SendText,
     closeSocket: (code: number, reason: string) => void,
+    who: { principal: Principal; remote: string | null },
   ): { receive(text: string): void; closed(): void; initialized?(): boolean };
   /** Pings, pong deadline and initialize deadline (default DEFAULT_KEEPALIVE). */
   keepalive?: KeepaliveOptions;
-  /** Required bearer token (constant-time compared); null: no authentication. */
-  authToken?: string | null;
   /**
-   * A loopback client must run as this uid (checked on /proc/net/tcp, auth.ts) besides presenting
-   * the token; absent: any user with the token.
+   * Who a client is (src/identity/admission.ts): its token (or none) decides its principal, or
+   * refuses it. `tokenRequired` false: clients without a token are admitted, and then only
+   * loopback Host headers are (DNS-rebinding protection).
    */
-  peerUid?: number;
+  admission: { readonly tokenRequired: boolean; admit(headers: Record<string, string | string[] | undefined>, url: string, socket: Socket): Promise<Admitted> };
   /** Browser origins allowed besides the server's own. */
   allowedOrigins?: string[];
   maxConnections?: number;
@@ -204,7 +205,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   // after listen, so port 0 works); until then, refuse. With a token, the token is the protection
   // and any Host is accepted as before.
   let listeningPort: number | undefined;
-  if (!opts.authToken) {
+  if (!opts.admission.tokenRequired) {
     app.addHook("onRequest", async (req, reply) => {
       if (listeningPort !== undefined && loopbackHostAllowed(req.headers.host, listeningPort)) return;
       opts.log.warn({ component: "http", host: req.headers.host?.slice(0, 200) ?? null, remote: req.ip }, "refused a request for a non-loopback Host (no auth token set)");
@@ -227,24 +228,19 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
   // The page's scripts (ES modules), styles and vendored markdown-it (src/playground.ts).
   for (const name of playground.keys()) if (name !== "index.html") app.get(`/${name}`, (_req, reply) => sendPlayground(reply, name));
 
-  const authorized = (headers: Record<string, string | string[] | undefined>, url: string) =>
-    !opts.authToken || tokenMatches(presentedToken(headers, url), opts.authToken);
-  /** Null when the client may connect, else why not (a loopback client of another user). */
-  const otherUser = async (socket: Socket): Promise<string | null> => {
-    if (opts.peerUid === undefined || !isLoopbackAddress(socket.remoteAddress)) return null;
-    const uid = await peerUid(socket);
-    if (uid === opts.peerUid) return null;
-    opts.log.warn({ component: "http", remote: socket.remoteAddress, peerUid: uid }, "refused a loopback connection of another user");
-    return uid === null ? "the connecting user could not be determined" : "connections from other local users are refused";
-  };
+  /** The principal of each admitted upgrade, until its socket handler takes it. */
+  const admitted = new WeakMap<object, Principal>();
+  const refuse = (reply: FastifyReply<any, any, any, any>, a: Extract<Admitted, { ok: false }>) =>
+    a.status === 401 ? reply.code(401).header("www-authenticate", "Bearer").send({ error: a.error }) : reply.code(a.status).send({ error: a.error });
 
   app.get("/healthz", async () => ({ status: "ok" }));
   if (opts.metrics) {
     const render = opts.metrics;
     app.get("/metrics", async (req, reply) => {
-      if (!authorized(req.headers, req.url)) return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
-      const refused = await otherUser(req.socket);
-      if (refused !== null) return reply.code(403).send({ error: refused });
+      // Every user's numbers are in it (tokens per user): for admins only.
+      const who = await opts.admission.admit(req.headers, req.url, req.socket);
+      if (!who.ok) return refuse(reply, who);
+      if (!who.principal.admin) return reply.code(403).send({ error: "metrics are for admins" });
       return reply.type("text/plain; version=0.0.4; charset=utf-8").send(await render());
     });
   }
@@ -267,12 +263,9 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
       // check above (onRequest runs first), so a rebound name cannot make itself "same origin".
       if (!originAllowed(req.headers.origin, req.headers.host, opts.allowedOrigins ?? []))
         return reply.code(403).send({ error: "origin not allowed" });
-      if (!authorized(req.headers, req.url)) {
-        opts.log.warn({ component: "ws", remote: req.ip }, "rejected a connection without a valid token");
-        return reply.code(401).header("www-authenticate", "Bearer").send({ error: "missing or invalid bearer token" });
-      }
-      const refused = await otherUser(req.socket);
-      if (refused !== null) return reply.code(403).send({ error: refused });
+      const who = await opts.admission.admit(req.headers, req.url, req.socket);
+      if (!who.ok) return refuse(reply, who);
+      admitted.set(req.raw, who.principal);
     });
     scope.route({
       method: "GET",
@@ -280,7 +273,13 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
       // A plain GET (a browser opening the page): the playground.
       handler: (_req, reply) => sendPlayground(reply, "index.html"),
       // An upgrade: one JSON-RPC connection.
-      wsHandler: (socket: WebSocket) => {
+      wsHandler: (socket: WebSocket, req) => {
+        const principal = admitted.get(req.raw);
+        admitted.delete(req.raw);
+        if (!principal) {
+          socket.close(1011, "not admitted");
+          return;
+        }
         sockets.add(socket);
         opts.onConnectionsChanged?.(sockets.size);
         const batch = writesPerTick(socket);
@@ -312,7 +311,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
         // and a coalescing hint only if it has to wait. Anything else: the text, as before.
         const send: SendText = (text, message) =>
           message instanceof PreparedNotification ? outbound.push(message.bytes, message) : outbound.push(text, message ? deltaHint(message) : undefined);
-        const peer = opts.accept(send, (code, reason) => socket.close(code, reason));
+        const peer = opts.accept(send, (code, reason) => socket.close(code, reason), { principal, remote: req.socket.remoteAddress ?? null });
         watchSocket(socket, opts.keepalive ?? DEFAULT_KEEPALIVE, {
           initialized: () => peer.initialized?.() ?? true,
           onTimeout: (reason) =>

@@ -15,13 +15,12 @@ import type { SandboxPolicy } from "../../protocol/common.js";
 import { modeOfPolicy, resolveSandbox } from "../../sandbox/policy.js";
 import type { CommandRunner } from "../../sandbox/runner.js";
 import { checkPath } from "../../tools/workspace.js";
+import { commandExecScope, workspaceBase } from "../../identity/workspace.js";
 import type { Connection } from "../connection.js";
 import { invalidParams, invalidRequest } from "../errors.js";
 
 export const COMMAND_EXEC_DEFAULT_TIMEOUT_MS = 10_000;
 export const COMMAND_EXEC_DEFAULT_OUTPUT_CAP = 1024 * 1024;
-/** The private /tmp of command/exec (src/sandbox/boundary.ts). */
-const COMMAND_EXEC_TMP = "command-exec";
 
 /** argv as one shell-quoted line (for logs). */
 function shellQuote(argv: readonly string[]): string {
@@ -40,12 +39,15 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
     for (const c of running) c.abort();
   });
 
-  conn.handle("command/exec", async (p, { signal }) => {
+  conn.handle("command/exec", async (p, { signal, connection }) => {
     const policy = p.sandboxPolicy ?? defaults.policy;
     const sandbox = modeOfPolicy(policy);
-    // Its own private /tmp (shared by the connections' command/exec calls), like a thread's.
-    const scope = { cwd: defaults.cwd, sandbox, sandboxPolicy: policy, commands: defaults.commands, threadId: COMMAND_EXEC_TMP };
-    const check = await checkPath(scope, p.cwd ?? defaults.cwd, sandbox === "workspace-write" ? "write" : "workdir");
+    // The caller's workspace (its first root) unless it names a cwd; the guard keeps it inside its roots.
+    const base = workspaceBase(connection.principal, defaults.cwd);
+    // Its own private /tmp (shared by the user's command/exec calls), like a thread's.
+    const tmpScope = commandExecScope(connection.principal.id);
+    const scope = { cwd: base, sandbox, sandboxPolicy: policy, commands: defaults.commands, threadId: tmpScope };
+    const check = await checkPath(scope, p.cwd ?? base, sandbox === "workspace-write" ? "write" : "workdir");
     if (!check.ok) {
       if (check.outside) throw invalidRequest(`command/exec refused by the ${sandbox} sandbox: ${check.reason}`);
       throw invalidParams(`Invalid cwd: ${check.reason}`);
@@ -64,7 +66,7 @@ export function registerCommandExecHandler(conn: Connection, app: AppContext, de
       const [file] = p.command;
       const result = await defaults.commands.run({
         argv: p.command,
-        sandbox: await resolveSandbox(policy, defaults.cwd, { tmpScope: COMMAND_EXEC_TMP }),
+        sandbox: await resolveSandbox(policy, base, { tmpScope }),
         cwd: check.real,
         env: p.env ?? {},
         timeoutMs,

@@ -9,9 +9,13 @@ import { displayableBaseURL } from "../../runtime/provider-credentials.js";
 import type { Connection } from "../connection.js";
 
 export function registerCredentialHandlers(conn: Connection, app: AppContext): void {
-  conn.handle("account/read", () => {
+  conn.handle("account/read", (_p, { connection }) => {
     const current = app.providers.credentials().find((c) => c.id === app.runtime.defaults.modelProvider);
-    return { account: current?.hasKey ? { type: "apiKey" as const } : null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null };
+    const who = connection.principal;
+    // `user` (our extension): who this connection is signed in as (the playground shows it).
+    const user = { userId: who.id, name: who.name, admin: who.admin, roots: who.roots ? [...who.roots] : null, dangerFullAccess: who.dangerFullAccess, signIn: who.signIn };
+    // `userId` keeps Codex's meaning (a ChatGPT user id: none here).
+    return { account: current?.hasKey ? { type: "apiKey" as const } : null, userId: null, requiresOpenaiAuth: false, workspaceRouting: null, user };
   });
 
   conn.handle("modelProvider/list", () => ({

@@ -15,6 +15,7 @@ import type { McpServerConnection } from "../../mcp/server-connection.js";
 import { McpConfigError } from "../../mcp/config.js";
 import type { McpServerStatusUpdatedNotification } from "../../protocol/mcp.js";
 import type { Connection } from "../connection.js";
+import { withThread } from "./threads.js";
 import { invalidParams, invalidRequest } from "../errors.js";
 
 const STATUS: Record<McpServerConnection["state"], "starting" | "connected" | "failed" | "disabled" | "cancelled"> = {
@@ -104,7 +105,7 @@ export function registerMcpHandlers(conn: Connection, app: AppContext): void {
   });
 
   conn.handle("mcpServer/tool/call", async (p, { signal }) => {
-    await app.runtime.getRecord(p.threadId); // the thread must exist (-32602 otherwise, as elsewhere)
+    await withThread(() => app.runtime.getRecord(p.threadId)); // the thread must exist (-32600 otherwise, as elsewhere)
     const server = mcp.server(p.server);
     if (!server) throw invalidParams(`Invalid params: no MCP server named ${p.server}`);
     const args = p.arguments ?? {};

@@ -6,13 +6,15 @@ import { decodeCursor, ThreadNotFoundError } from "../../runtime/threads.js";
 import { OverloadedError, TurnRequestError } from "../../runtime/turns.js";
 import { ErrorCode } from "../../protocol/jsonrpc.js";
 import type { Connection } from "../connection.js";
-import { invalidParams, invalidRequest, RpcError } from "../errors.js";
+import { invalidParams, invalidRequest, RpcError, threadNotFound } from "../errors.js";
 import { PermissionsError, resolveSandbox } from "../../runtime/permissions.js";
 import { CursorError } from "../../runtime/turn-pages.js";
 import { threadSourceFor } from "../../runtime/thread-source.js";
 import { normalizeThreadConfig, ThreadMcpConfigError } from "../../runtime/thread-mcp.js";
 import { threadView } from "../../runtime/thread-view.js";
 import { SHELL_COMMAND_DEFAULT_TIMEOUT_MS } from "../../protocol/shell-command.js";
+import { workspaceBase } from "../../identity/workspace.js";
+import { threadAccessView, visibleIds, visibleTo } from "./teams.js";
 
 function decodeSearchCursor(text: string): { value: number; id: string } | null {
   try {
@@ -29,7 +31,7 @@ export async function withThread<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof ThreadNotFoundError) throw invalidRequest(`thread not found: ${err.threadId}`);
+    if (err instanceof ThreadNotFoundError) throw threadNotFound(err.threadId);
     throw err;
   }
 }
@@ -89,19 +91,24 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     const sandbox = permissionsOrInvalid(() => resolveSandbox(p, runtime.defaults.sandbox));
     const config = threadConfigOrInvalid(p.config);
     const source = threadSourceFor(connection.clientName);
-    return runtime.startThread({ ...p, ...sandbox, config, source, cwd: p.cwd ? path.resolve(app.defaultCwd, p.cwd) : p.cwd }, connection, responded);
+    // The thread is the caller's, in the caller's workspace unless it names a cwd (checked by the guard).
+    const base = workspaceBase(connection.principal, app.defaultCwd);
+    return runtime.startThread({ ...p, ...sandbox, config, source, cwd: path.resolve(base, p.cwd ?? base), userId: connection.principal.id }, connection, responded);
   });
 
-  conn.handle("thread/read", (p) =>
-    withThread(async () => ({ thread: await runtime.readThread(p.threadId, p.includeTurns ? await app.turnsOf(p.threadId) : []) })),
+  conn.handle("thread/read", (p, { connection }) =>
+    withThread(async () => {
+      const thread = await runtime.readThread(p.threadId, p.includeTurns ? await app.turnsOf(p.threadId) : []);
+      return { thread, access: await threadAccessView(app, connection, p.threadId) };
+    }),
   );
 
-  conn.handle("thread/list", async (p) => {
+  conn.handle("thread/list", async (p, { connection }) => {
     const cursor = p.cursor ? decodeCursor(p.cursor) : null;
     if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/list");
     if (cursor && cursor.key !== (p.sortKey ?? "created_at"))
       throw invalidParams("Invalid params: cursor was made for a different sortKey");
-    return runtime.listThreads(p, cursor);
+    return runtime.listThreads(p, cursor, visibleTo(connection.principal));
   });
 
   conn.handle("thread/archive", (p, { connection }) =>
@@ -127,8 +134,8 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     }),
   );
 
-  conn.handle("thread/loaded/list", (p) => {
-    const ids = runtime.loadedIds();
+  conn.handle("thread/loaded/list", async (p, { connection }) => {
+    const ids = await visibleIds(app, connection.principal, runtime.loadedIds());
     const start = p.cursor ? ids.findIndex((id) => id > p.cursor!) : 0;
     const from = start < 0 ? ids.length : start;
     const limit = p.limit ?? ids.length;
@@ -161,7 +168,7 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
       const current = (await runtime.getRecord(p.threadId)).sandbox;
       const sandbox = permissionsOrInvalid(() => resolveSandbox(p, current));
       threadConfigOrInvalid(p.config);
-      return app.history.fork({ ...p, ...sandbox }, connection, responded);
+      return app.history.fork({ ...p, ...sandbox, userId: connection.principal.id }, connection, responded);
     }),
   );
 
@@ -198,10 +205,10 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
   );
 
   // Our extension: full-text search with snippets (src/store/thread-search.ts).
-  conn.handle("thread/search", async (p) => {
+  conn.handle("thread/search", async (p, { connection }) => {
     const cursor = p.cursor ? decodeSearchCursor(p.cursor) : null;
     if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/search");
-    const page = await runtime.store.searchThreads({ query: (p.query ?? p.searchTerm)!, limit: p.limit ?? 25, cursor, archived: p.archived ?? false });
+    const page = await runtime.store.searchThreads({ query: (p.query ?? p.searchTerm)!, limit: p.limit ?? 25, cursor, archived: p.archived ?? false, visibleTo: visibleTo(connection.principal) });
     const records = page.rows.map((r) => r.record);
     const statuses = await runtime.statusesOf(records);
     const rows = page.rows.map(({ record, snippet }) => ({
