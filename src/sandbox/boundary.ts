@@ -10,6 +10,9 @@
  *                  the server's own rights
  *   private /tmp   where each thread's /tmp lives (`<home>/tmp/<instance>/<scope>`), or null to share
  *                  the host's /tmp
+ *   installation   the server's own files (its package directory, the Node binary running it):
+ *                  readable in every sandbox, even where a private /tmp covers them — a clone or an
+ *                  unpacked release under /tmp runs its MCP servers and hooks from there
  *   limits         resource limits of every sandboxed process (limits.ts), and the largest patch
  *                  apply_patch takes
  *
@@ -19,6 +22,7 @@
 import { realpathSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { DEFAULT_COMMAND_LIMITS, type CommandLimits } from "./limits.js";
 
 /** Always hidden where they exist: readable by root-owned sandboxes, useful to nobody's build. */
@@ -31,6 +35,8 @@ export interface TrustBoundaryOptions {
   configFiles?: readonly string[];
   /** The directory private /tmp directories are made under; null or absent: /tmp is shared. */
   tmpBase?: string | null;
+  /** The server's own files, readable in every sandbox (default: serverInstallation()). */
+  installation?: readonly string[];
   limits?: Partial<CommandLimits>;
   /** The largest patch apply_patch takes, in bytes (default DEFAULT_MAX_PATCH_BYTES). */
   maxPatchBytes?: number;
@@ -38,6 +44,12 @@ export interface TrustBoundaryOptions {
 
 /** 25 MiB: far above any hand-written change; a 20 MiB patch stays within 10× its size in RSS. */
 export const DEFAULT_MAX_PATCH_BYTES = 25 * 1024 * 1024;
+
+/** This package's directory and the directory of the Node binary running it (real paths). */
+export function serverInstallation(): string[] {
+  const dirs = [fileURLToPath(new URL("../../", import.meta.url)), path.dirname(process.execPath)];
+  return [...new Set(dirs.map((d) => withRealPath(d).at(-1)!))];
+}
 
 /** `p` and, when it differs, its real path (a hidden path reached through a symlink is hidden too). */
 function withRealPath(p: string): string[] {
@@ -54,6 +66,7 @@ export class TrustBoundary {
   readonly hidden: string[];
   readonly limits: CommandLimits;
   readonly tmpBase: string | null;
+  readonly installation: readonly string[];
   readonly maxPatchBytes: number;
   private readonly configs = new Set<string>();
   private readonly tmpDirs = new Map<string, Promise<string>>();
@@ -65,6 +78,7 @@ export class TrustBoundary {
     this.hidden = [...new Set([...(opts.hidden ?? []), ...SYSTEM_SECRETS].flatMap(withRealPath))];
     this.limits = { ...DEFAULT_COMMAND_LIMITS, ...opts.limits };
     this.tmpBase = opts.tmpBase ? path.resolve(opts.tmpBase) : null;
+    this.installation = opts.installation ?? serverInstallation();
     this.maxPatchBytes = opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES;
     for (const f of opts.configFiles ?? []) this.protectConfig(f);
   }

@@ -8,6 +8,8 @@
  *   hidden paths           masked: an empty read-only directory or /dev/null (boundary.ts)
  *   /tmp                   under workspace-write, the thread's private /tmp (a host directory of
  *                          the server's), unless /tmp is shared or excluded
+ *   the installation       where the server's own files lie under /tmp, bound back read-only from
+ *                          the host (boundary.ts: a clone in /tmp still runs its MCP servers)
  *   writable roots         writable; a root equal to a hidden path stays hidden, a root inside one
  *                          is visible (the user chose that directory)
  *   pins                   every directory between a writable root and a protected or hidden path
@@ -47,6 +49,7 @@ export interface SandboxViewData {
   confinement: Confinement | null;
   tmpHost: string | null;
   binds: string[];
+  installation: string[];
 }
 
 const MAX_LINKS = 40;
@@ -72,7 +75,13 @@ export class SandboxView {
     readonly tmpHost: string | null,
     /** Writable roots bound at their own path (the private /tmp is not one of them). */
     private readonly binds: readonly string[],
-  ) {}
+  ) {
+    this.installationInTmp =
+      tmpHost === null ? [] : boundary.installation.filter((d) => strictlyWithin(d, "/tmp") && !binds.some((b) => isWithin(d, b)));
+  }
+
+  /** The server's own directories that lie under a private /tmp: seen from the host, read-only. */
+  private readonly installationInTmp: readonly string[];
 
   static async create(boundary: TrustBoundary, c: Confinement | null): Promise<SandboxView> {
     const hidden = boundary.hiddenFor(c?.tmpScope);
@@ -84,11 +93,18 @@ export class SandboxView {
 
   /** Plain data to rebuild the same view in a worker thread (fromData). */
   toData(): SandboxViewData {
-    return { hidden: [...this.hidden], configFiles: this.boundary.configFiles, confinement: this.confinement, tmpHost: this.tmpHost, binds: [...this.binds] };
+    return {
+      hidden: [...this.hidden],
+      configFiles: this.boundary.configFiles,
+      confinement: this.confinement,
+      tmpHost: this.tmpHost,
+      binds: [...this.binds],
+      installation: [...this.boundary.installation],
+    };
   }
 
   static fromData(data: SandboxViewData): SandboxView {
-    return new SandboxView(new TrustBoundary({ hidden: data.hidden, configFiles: data.configFiles }), data.hidden, data.confinement, data.tmpHost, data.binds);
+    return new SandboxView(new TrustBoundary({ hidden: data.hidden, configFiles: data.configFiles, installation: data.installation }), data.hidden, data.confinement, data.tmpHost, data.binds);
   }
 
   get mode(): SandboxMode {
@@ -102,7 +118,7 @@ export class SandboxView {
 
   /** Whether `p` lies in the private /tmp (so it is elsewhere on the host). */
   private remapped(p: string): boolean {
-    return this.tmpHost !== null && isWithin(p, "/tmp") && !this.binds.some((b) => isWithin(p, b));
+    return this.tmpHost !== null && isWithin(p, "/tmp") && !this.binds.some((b) => isWithin(p, b)) && !this.installationInTmp.some((d) => isWithin(p, d));
   }
 
   /** Where a path seen inside the sandbox is on the host. */
@@ -145,6 +161,7 @@ export class SandboxView {
   /** Whether `p` lies in a writable root (protection and hidden paths are checked apart). */
   inWritableRoot(p: string): boolean {
     if (this.confinement === null) return true;
+    if (this.installationInTmp.some((d) => isWithin(p, d)) && !this.binds.some((b) => isWithin(p, b))) return false;
     return this.writableRoots.some((r) => isWithin(p, r));
   }
 
@@ -207,6 +224,7 @@ export class SandboxView {
     const maskPaths = new Set(masks.map((m) => m.path));
     for (const m of masks) add(m.path, 0, m.kind === "dir" ? ["--tmpfs", m.path] : ["--ro-bind", "/dev/null", m.path]);
     if (this.tmpHost !== null) add("/tmp", 1, ["--bind", this.tmpHost, "/tmp"]);
+    for (const d of this.installationInTmp) add(d, 1, ["--ro-bind", d, d]);
     for (const root of this.binds) if (!maskPaths.has(root)) add(root, 1, ["--bind", root, root]);
     // The thread's cwd inside a hidden directory stays visible (read-only unless a root made it writable).
     if (c.cwd && !this.binds.some((r) => isWithin(c.cwd!, r)) && masks.some((m) => strictlyWithin(c.cwd!, m.path))) add(c.cwd, 1, ["--ro-bind", c.cwd, c.cwd]);
