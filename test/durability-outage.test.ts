@@ -63,8 +63,10 @@ describe.skipIf(noPrivatePg)("Postgres outage mid-turn (private server)", () => 
     const toldCommand = ca.notifications("item/completed").find((f) => f.params.item.id === commandId);
     expect(toldCommand, "clients are told the command item ended").toBeTruthy();
 
-    // The database is away: the thread's recorded state is not what clients know — no new turn.
-    await expect(ca.request("turn/start", { threadId, input: text("too soon") })).rejects.toThrow(/not recorded yet/);
+    // The database is away: the thread's recorded state is not what clients know — no new turn,
+    // and the answer says why (the access check and quotas need the database before the runtime's
+    // own "not recorded yet" refusal would).
+    await expect(ca.request("turn/start", { threadId, input: text("too soon") })).rejects.toThrow(/database is unavailable; retry/);
     // The servers keep answering what they can.
     expect((await ca.request("thread/loaded/list", {})).data).toContain(threadId);
     expect((await cb.request("thread/loaded/list", {})).data).toContain(threadId);

@@ -224,6 +224,27 @@ describe("RpcPeer: handler errors", () => {
     expect(h.logs.filter((l) => l.level === "error")).toHaveLength(3);
   });
 
+  it("says so when the database cannot be reached (refused, a closed connection), and nothing more", async () => {
+    const h = new Harness();
+    h.peer.addMethod("refused", async () => {
+      throw Object.assign(new Error("connect ECONNREFUSED 10.1.2.3:5432"), { code: "ECONNREFUSED" });
+    });
+    h.peer.addMethod("closed", async () => {
+      throw Object.assign(new Error("write CONNECTION_CLOSED db.internal:5432"), { code: "CONNECTION_CLOSED" });
+    });
+    h.peer.addMethod("query", async () => {
+      throw Object.assign(new Error('relation "x" does not exist'), { code: "42P01" });
+    });
+    for (const [id, method] of [[1, "refused"], [2, "closed"], [3, "query"]] as const) await h.receive({ id, method });
+    const unavailable = { code: -32603, message: "The database is unavailable; retry when it is back" };
+    expect(h.frames()).toEqual([
+      { jsonrpc: "2.0", id: 1, error: unavailable },
+      { jsonrpc: "2.0", id: 2, error: unavailable },
+      { jsonrpc: "2.0", id: 3, error: { code: -32603, message: "Internal error" } },
+    ]);
+    for (const text of h.sent) expect(text).not.toMatch(/10\.1\.2\.3|db\.internal|relation/);
+  });
+
   it("keeps the code, message and data of a thrown RpcError", async () => {
     const h = new Harness();
     h.peer.addMethod("bad", () => {

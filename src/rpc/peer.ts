@@ -10,7 +10,8 @@
  * - every request gets an AbortSignal; `$/cancelRequest {id}` (LSP, sent by vscode-jsonrpc and
  *   python-lsp-jsonrpc) aborts it and answers it at once with -32800, and nothing else is sent for
  *   it afterwards (the handler may still be finishing; its outcome is dropped);
- * - any non-RpcError thrown by a handler becomes -32603 "Internal error", never a stack trace;
+ * - any non-RpcError thrown by a handler becomes -32603 "Internal error", never a stack trace (one
+ *   that means the database cannot be reached says so, so the client knows to retry);
  * - batches are answered with an array (or nothing, when they held only notifications);
  * - server notifications carry a top-level `emittedAtMs`.
  */
@@ -23,6 +24,7 @@ import {
   JSONRPCErrorException,
 } from "json-rpc-2.0";
 import { ErrorCode, type RequestId } from "../protocol/jsonrpc.js";
+import { isDatabaseUnreachable } from "../store/unreachable.js";
 import { REQUEST_CANCELLED, RpcError } from "./errors.js";
 import { idKey, isRequestId, messageStarts, rawTextAt, stringifyMessage, wireId, type WireId } from "./ids.js";
 import type { PreparedNotification } from "./prepared-notification.js";
@@ -346,6 +348,10 @@ export class RpcPeer {
   /** What a handler threw, as the error to answer with; anything but an RpcError is logged and hidden. */
   private toRpcError(err: unknown, id: WireId): RpcError | JSONRPCErrorException {
     if (err instanceof RpcError || err instanceof JSONRPCErrorException) return err;
+    if (isDatabaseUnreachable(err)) {
+      this.log.warn({ err, id }, "request failed: the database is unavailable");
+      return new RpcError(ErrorCode.InternalError, "The database is unavailable; retry when it is back");
+    }
     this.log.error({ err, id }, "request handler failed");
     return new RpcError(ErrorCode.InternalError, "Internal error");
   }

@@ -66,7 +66,7 @@ export async function requestApproval(
   const waitSignal = timeout ? AbortSignal.any([signal, AbortSignal.timeout(timeout)]) : signal;
   let decision: ApprovalAnswer;
   try {
-    const reply = await thread.broker.ask(method, params, thread.subscribers, waitSignal, (r) => answerOf(request, r.result) !== null);
+    const reply = await thread.ask(method, params, waitSignal, (r) => answerOf(request, r.result) !== null);
     if (reply === null) decision = signal.aborted ? "cancel" : "decline";
     else if (reply.error) {
       log.warn({ threadId: thread.id, itemId: request.params.itemId, error: reply.error.message }, "approval answered with an error; treating it as decline");

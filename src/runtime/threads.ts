@@ -20,7 +20,7 @@ import { BIG_HISTORY_CHARS, releaseWhenIdle, textChars } from "./memory-release.
 import type { ClusterLinks } from "./cluster.js";
 import { LeaseLostError } from "./leases.js";
 import { sandboxModeOf } from "./settings.js";
-import { ServerRequestBroker, type RequestingSubscriber } from "./server-requests.js";
+import { ServerRequestBroker, type ClientReply, type RequestingSubscriber } from "./server-requests.js";
 import type { UnrecordedEnds } from "./unrecorded.js";
 import { settingsResponse, threadView } from "./thread-view.js";
 
@@ -173,6 +173,16 @@ export class LoadedThread {
       () => undefined,
     );
     return run.finally(() => this.committing--);
+  }
+
+  /**
+   * Asks the thread's clients (ServerRequestBroker.ask) once everything queued for publication
+   * before the question has gone out: a request never overtakes the item it is about, nor the
+   * turn's first events (which wait for the turn/start response).
+   */
+  async ask(method: string, params: object, signal: AbortSignal, isValid?: (reply: ClientReply) => boolean): Promise<ClientReply | null> {
+    await this.enqueue(async () => undefined);
+    return this.broker.ask(method, params, this.subscribers, signal, isValid);
   }
 
   /** Settles once every transaction queued so far has settled. */

@@ -117,7 +117,7 @@ function toolContext(deps: TurnDeps, recorder: ItemRecorder, thread: LoadedThrea
     planUpdated: (explanation, plan) =>
       recording("the plan", async () => void (await runtime.commit(thread, [{ method: "turn/plan/updated", params: { ...base, explanation, plan } }]))),
     requestApproval: (request, signal) => recording("an approval request", () => requestApproval(deps, thread, turn, request, signal)),
-    askClients: (method, params, signal) => thread.broker.ask(method, params, thread.subscribers, signal),
+    askClients: (method, params, signal) => thread.ask(method, params, signal),
     ...(deps.hooks ? { preToolUse: (tool: string, call: ToolCallBlock, signal: AbortSignal) => preToolUse(deps, deps.hooks!, thread, turn, tool, call, signal) } : {}),
   };
 }

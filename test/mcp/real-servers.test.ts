@@ -27,11 +27,11 @@ const bin = (name: string) => path.join(REPO_ROOT, "node_modules", ".bin", name)
 const signal = () => new AbortController().signal;
 const textOf = (r: { content: unknown[] }) => (r.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
 
-/** The README's MCP example, copied from README.md ("MCP servers"): its stdio server. */
-function readmeExample(): { command: string; args: string[]; env: Record<string, string>; cwd: string } {
-  const readme = readFileSync(path.join(REPO_ROOT, "README.md"), "utf8");
-  const block = /### MCP servers[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
-  if (!block) throw new Error("README.md has no MCP example under ### MCP servers");
+/** The documented MCP example, copied from docs/mcp.md ("Configuration", where the README points): its stdio server. */
+function documentedExample(): { command: string; args: string[]; env: Record<string, string>; cwd: string } {
+  const doc = readFileSync(path.join(REPO_ROOT, "docs", "mcp.md"), "utf8");
+  const block = /## Configuration[\s\S]*?```json\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error("docs/mcp.md has no MCP example under ## Configuration");
   return JSON.parse(block.replace("Bearer …", "Bearer token")).mcpServers.files;
 }
 
@@ -74,10 +74,10 @@ function freshDirs() {
   writeFileSync(path.join(workspace, "notes.txt"), "hello from the workspace\n");
 }
 
-describe("the README's MCP example, as written", () => {
+describe("the documented MCP example (docs/mcp.md), as written", () => {
   it.skipIf(!registryReachable)("npx -y @modelcontextprotocol/server-filesystem . starts in the default sandbox and works", async () => {
     freshDirs();
-    const example = readmeExample();
+    const example = documentedExample();
     expect(example.command).toBe("npx");
     const m = await start({ files: { ...example, cwd: workspace } });
     const files = m.server("files")!;

@@ -7,7 +7,7 @@
  * directory aside; each thread has a private /tmp that its tools and commands share; sandboxed
  * processes run under resource limits. Normal work in the workspace still succeeds.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SandboxMode } from "../../src/protocol/common.js";
@@ -137,6 +137,31 @@ describe.skipIf(noSandbox)("a private /tmp per thread (workspace-write)", () => 
     expect(readFileSync(path.join(tmpBase, "thread-a", marker), "utf8")).toBe("from-a\n");
     // The workspace (a writable root) stays visible and writable at its own path.
     expect(await a.sh("echo ws > in-ws.txt && cat in-ws.txt")).toContain("ws");
+  });
+
+  it("shows the server's own installation under /tmp read-only (its secrets still hidden)", async () => {
+    // A clone or unpacked release in /tmp: its MCP servers and hooks run from there.
+    const install = realpathSync(mkdtempSync("/tmp/aas-install-"));
+    try {
+      writeFileSync(path.join(install, "server.mjs"), "installed\n");
+      mkdirSync(path.join(install, "home"));
+      writeFileSync(path.join(install, "home", "auth-token"), "secret-0424\n");
+      const runner = runnerWith({ tmpBase: path.join(d.root, "private-tmp"), installation: [install], hidden: [path.join(install, "home")] });
+      const t = tools("workspace-write", runner);
+      expect(await t.sh(`cat ${install}/server.mjs`)).toContain("installed");
+      expect(await t.call("read_file", { path: `${install}/server.mjs` })).toBe("     1\tinstalled");
+      expect(await t.sh(`echo changed > ${install}/server.mjs`)).toMatch(/Read-only file system/);
+      expect(await t.call("apply_patch", { patch: addFile(`${install}/planted.mjs`, "x") })).not.toMatch(/^Success/);
+      expect(await t.sh(`cat ${install}/home/auth-token; ls -A ${install}/home | wc -l`)).not.toContain("secret-0424");
+      expect(await t.call("read_file", { path: `${install}/home/auth-token` })).toMatch(/^Cannot read .*hidden/);
+      // The rest of /tmp is still the thread's own.
+      expect(await t.sh(`echo mine > /tmp/own-${process.pid} && cat /tmp/own-${process.pid}`)).toContain("mine");
+      expect(existsSync(`/tmp/own-${process.pid}`)).toBe(false);
+      expect(readFileSync(path.join(install, "server.mjs"), "utf8")).toBe("installed\n");
+      expect(existsSync(path.join(install, "planted.mjs"))).toBe(false);
+    } finally {
+      rmSync(install, { recursive: true, force: true });
+    }
   });
 
   it("read-only threads see the host's /tmp, read-only", async () => {
