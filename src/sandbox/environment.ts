@@ -20,6 +20,16 @@ export const DEFAULT_COMMAND_ENV: readonly string[] = [
   "TMPDIR",
   "COLORTERM",
   "NO_COLOR",
+  // Where the trusted certificates are (file and directory names, no secrets): behind a
+  // TLS-inspecting proxy, whatever fetches (npm, npx -y of an MCP server, pip, git, curl) fails
+  // without them — Node's official binaries read only NODE_EXTRA_CA_CERTS besides their own list.
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "CURL_CA_BUNDLE",
+  "REQUESTS_CA_BUNDLE",
+  "PIP_CERT",
+  "GIT_SSL_CAINFO",
 ];
 
 export function envNameMatcher(names: readonly string[]): (name: string) => boolean {

@@ -103,6 +103,15 @@ describe.skipIf(noSandbox).each(CONFINED)("sandboxed (%s): attacks do not escape
     expect(r.text).toMatch(/^PATH=/m); // the allow list still passes what builds need
   });
 
+  it("gets where the trusted certificates are (npm behind a TLS-inspecting proxy), not a proxy's credentials", async () => {
+    const env = { ...process.env, NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/proxy-ca-0031.pem", SSL_CERT_DIR: "/etc/ssl/certs", HTTPS_PROXY: "http://user:proxy-pw-0031@proxy:3128" };
+    const runner = new CommandRunner({ env, set: { HOME: quietHome } });
+    const r = await sh(mode, "env", { runner });
+    expect(r.text).toMatch(/^NODE_EXTRA_CA_CERTS=\/etc\/ssl\/certs\/proxy-ca-0031\.pem$/m);
+    expect(r.text).toMatch(/^SSL_CERT_DIR=\/etc\/ssl\/certs$/m);
+    expect(r.text).not.toContain("proxy-pw-0031");
+  });
+
   it("cannot read the server's home (database files, tokens): it is an empty, read-only directory", async () => {
     const home = path.join(d.root, "server-home");
     mkdirSync(home);
