@@ -75,14 +75,26 @@ export class LeaseManager {
     this.heartbeatTimer.unref();
   }
 
+  /** A gap in the heartbeats that no afterBeat has been told of yet. */
+  private gapUnreported = false;
+
+  /** Renews this process's registration (what a heartbeat does). */
+  private async renew(): Promise<void> {
+    await this.store.heartbeat(this.processId, this.opts.ttlMs);
+    const now = Date.now();
+    // A renewal after a gap (failed beats, or one that hung across an outage): healthy from now.
+    if (now - this.lastHeartbeat > 2 * this.every) {
+      this.healthySince = now;
+      this.gapUnreported = true;
+    }
+    this.lastHeartbeat = now;
+  }
+
   private async beat(): Promise<void> {
     try {
-      await this.store.heartbeat(this.processId, this.opts.ttlMs);
-      const now = Date.now();
-      // A beat after a gap (failed beats, or one that hung across an outage): healthy from now.
-      const afterGap = now - this.lastHeartbeat > 2 * this.every;
-      if (afterGap) this.healthySince = now;
-      this.lastHeartbeat = now;
+      await this.renew();
+      const afterGap = this.gapUnreported;
+      this.gapUnreported = false;
       await this.afterBeat?.(afterGap).catch((err) => this.log.warn({ err }, "could not refresh the list of other processes"));
     } catch (err) {
       this.noteOutage();
@@ -123,6 +135,13 @@ export class LeaseManager {
     for (let attempt = 0; ; attempt++) {
       const row = await this.store.acquire(threadId, this.processId);
       if (row === "missing") throw new Error(`thread not found: ${threadId}`);
+      if (row === "unregistered") {
+        // Back from an outage before the next heartbeat: renew first (others may be sweeping our
+        // threads as those of a dead process), then try again.
+        if (attempt >= RELEASE_WAIT_ATTEMPTS) throw new LeaseHeldError(threadId);
+        await this.renew();
+        continue;
+      }
       if (row !== "busy") return row;
       // Busy with no turn in progress: the owner has ended its turn (its clients may already have
       // turn/completed) and is giving the lease back. Wait for that, briefly, instead of telling a

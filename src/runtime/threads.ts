@@ -250,15 +250,20 @@ export class ThreadRuntime {
    * subscribers, plus `alsoTo` (e.g. the requester of an action on a thread it did not subscribe
    * to). Publication also waits for `after` (e.g. "the response to this request was written").
    * Resolves once the transaction committed; rejects (publishing nothing) if it failed.
+   * `underHeldLease`: only under the lease held now (a turn's own writes): without one the thread
+   * was lost, and taking it again would write about a turn another process has closed.
    */
   async commit(
     thread: LoadedThread,
     events: ThreadEvent[],
     write?: (tx: TransactionSql) => Promise<void>,
-    opts: { after?: Promise<void>; alsoTo?: Subscriber; creating?: boolean } = {},
+    opts: { after?: Promise<void>; alsoTo?: Subscriber; creating?: boolean; underHeldLease?: boolean } = {},
   ): Promise<StoredEvent[]> {
     // Seq numbers and writes only under the thread's lease (taken here when not held).
-    if (this.cluster && !thread.lease) await this.claim(thread);
+    if (this.cluster && !thread.lease) {
+      if (opts.underHeldLease) throw new LeaseLostError(thread.id);
+      await this.claim(thread);
+    }
     const lease = thread.lease;
     const stamped = this.stamp(thread, events);
     const reservation = thread.seq.reservationNeeded();

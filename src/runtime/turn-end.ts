@@ -17,6 +17,7 @@ import { ToolHostError } from "../agent/tools.js";
 import type { ThreadStatus, TurnError } from "../protocol/common.js";
 import type { TurnStopReason } from "../protocol/thread.js";
 import type { TurnRecord } from "../store/records.js";
+import { TurnAlreadyEndedError } from "../store/turn-store.js";
 import type { ActiveTurn } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import { LeaseLostError } from "./leases.js";
@@ -97,9 +98,14 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
     thread.status = e.threadStatus;
     thread.record = { ...thread.record, systemError: e.systemError, updatedAtMs: now };
     const row = { systemError: e.systemError, updatedAtMs: now };
-    return runtime.commit(thread, withHeld && held ? [...held.events, ...e.events] : e.events, (tx) =>
-      // Pipelined; with the held message, one UPDATE of the thread row carries both changes.
-      inIssueOrder(withHeld && held ? [held.write(tx, row), turns.finishTurn(tx, turn.id, e.record)] : [turns.finishTurn(tx, turn.id, e.record), runtime.store.updateThread(tx, thread.id, row)]),
+    return runtime.commit(
+      thread,
+      withHeld && held ? [...held.events, ...e.events] : e.events,
+      (tx) =>
+        // Pipelined; with the held message, one UPDATE of the thread row carries both changes.
+        inIssueOrder(withHeld && held ? [held.write(tx, row), turns.finishTurn(tx, turn.id, e.record)] : [turns.finishTurn(tx, turn.id, e.record), runtime.store.updateThread(tx, thread.id, row)]),
+      // A lost lease is not taken again to write this ending: the new owner records its own.
+      { underHeldLease: true },
     );
   };
   let told = end;
@@ -107,8 +113,13 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
     if (end.record.status === "failed") log.warn({ threadId: thread.id, turnId: turn.id, stopReason: end.record.stopReason, error: end.error?.message }, "turn failed");
     await recordEnd(end, true);
   } catch (err) {
-    // Another process took the thread over (fencing): it records how the turn ended, not us.
+    // Another process took the thread over (fencing) or closed the turn: its ending stands, not ours.
     if (err instanceof LeaseLostError) log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: its thread's lease was lost");
+    else if (err instanceof TurnAlreadyEndedError) {
+      log.warn({ threadId: thread.id, turnId: turn.id }, "turn stopped: another process recorded its end");
+      thread.entries = null; // what this process holds may differ from the record: reload on next use
+      thread.history = null;
+    }
     else {
       // The record could not be written (the database is away); clients must still learn the
       // turn ended (DESIGN.md §3.9), items included, and the store must say the same once it is

@@ -16,7 +16,7 @@
  */
 import type { ThreadItem } from "../protocol/items.js";
 import type { StoredEvent, TurnRecord } from "../store/records.js";
-import type { TurnStore } from "../store/turn-store.js";
+import { TurnAlreadyEndedError, type TurnStore } from "../store/turn-store.js";
 import { LeaseLostError } from "./leases.js";
 import { TurnRequestError } from "./turn-errors.js";
 import type { LoadedThread, RuntimeLogger, ThreadRuntime } from "./threads.js";
@@ -94,7 +94,7 @@ export class UnrecordedEnds {
           this.log.info({ threadId, turnId: end.record.id }, "recorded the end of a turn after the database came back");
           this.afterRecorded(thread, end);
         } catch (err) {
-          if (err instanceof LeaseLostError) {
+          if (err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError) {
             // Another process swept the thread (this one was cut off longer than the lease TTL):
             // it recorded an ending of its own; ours cannot be written any more.
             this.pending.delete(threadId);

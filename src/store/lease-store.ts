@@ -51,20 +51,24 @@ export class LeaseStore {
 
   /**
    * Takes the lease of a thread that is free (no owner, a dead owner, or us) and has no turn in
-   * progress; bumps the epoch and reserves a fresh block of seq numbers from the row. Null when a
-   * live process holds it or a turn is in progress (a dead owner's turn is the sweeper's job).
+   * progress; bumps the epoch and reserves a fresh block of seq numbers from the row. "busy" when a
+   * live process holds it or a turn is in progress (a dead owner's turn is the sweeper's job);
+   * "unregistered" when `me` itself reads dead (its registration expired during an outage): others
+   * may be sweeping its threads, so it takes nothing until it has renewed its registration.
    */
-  async acquire(threadId: string, me: string): Promise<LeasedRow | "busy" | "missing"> {
+  async acquire(threadId: string, me: string): Promise<LeasedRow | "busy" | "missing" | "unregistered"> {
     const sql = this.sql;
     const rows = await sql<LeasedRow[]>`
       update threads t set owner_id = ${me}, lease_epoch = t.lease_epoch + 1
       where t.id = ${threadId}
+        and ${alive(sql, sql`${me}`)}
         and (t.owner_id is null or t.owner_id = ${me} or not ${alive(sql, sql`t.owner_id`)})
         and not exists (select 1 from turns u where u.thread_id = t.id and u.status = 'inProgress')
       returning t.*`;
     if (rows[0]) return rows[0];
-    const [exists] = await sql`select 1 from threads where id = ${threadId}`;
-    return exists ? "busy" : "missing";
+    const [row] = await sql<{ meAlive: boolean }[]>`select ${alive(sql, sql`${me}`)} as me_alive from threads where id = ${threadId}`;
+    if (!row) return "missing";
+    return row.meAlive ? "busy" : "unregistered";
   }
 
   /**

@@ -9,6 +9,14 @@ import { eventRows, type Queryable } from "./thread-store.js";
 
 const json = (q: Queryable, v: unknown) => q.json(storableText(v) as JSONValue);
 
+/** A turn's ending was recorded already (by another process, or the sweeper): not twice. */
+export class TurnAlreadyEndedError extends Error {
+  constructor(readonly turnId: string) {
+    super(`turn ${turnId} has ended already`);
+    this.name = "TurnAlreadyEndedError";
+  }
+}
+
 export class TurnStore {
   constructor(readonly sql: Sql) {}
 
@@ -18,11 +26,17 @@ export class TurnStore {
       values (${t.id}, ${t.threadId}, ${t.ordinal}, ${t.status}, ${t.clientUserMessageId}, ${t.startedAtMs})`;
   }
 
+  /**
+   * Records how a turn ended. Only a turn still in progress ends, once: the row lock of the
+   * UPDATE makes a second ending (another process's sweeper, a process that lost the thread)
+   * fail with TurnAlreadyEndedError, which aborts its transaction and every event in it.
+   */
   async finishTurn(q: Queryable, id: string, f: Pick<TurnRecord, "status" | "stopReason" | "error" | "completedAtMs">): Promise<void> {
-    await q`
+    const rows = await q`
       update turns set status = ${f.status}, stop_reason = ${f.stopReason},
         error = ${f.error === null ? null : json(q, f.error)}, completed_at_ms = ${f.completedAtMs}
-      where id = ${id}`;
+      where id = ${id} and status = 'inProgress' returning 1`;
+    if (rows.length === 0) throw new TurnAlreadyEndedError(id);
   }
 
   async countTurns(threadId: string): Promise<number> {
