@@ -1,6 +1,6 @@
 // @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /**
- * The approval table (docs/approvals.md, summarised in the README), one test per cell, over a real
+ * The approval table (docs/approvals.md, where the README points), one test per cell, over a real
  * WebSocket with a plain JSON-RPC client: approval policy × sandbox × the shell tool's
  * `sandbox_permissions`, for a command the sandbox does not allow (it appends to `.git/ran.txt`,
  * read-only in both sandboxed modes; the line count says how often it really ran). Each cell

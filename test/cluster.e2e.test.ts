@@ -173,6 +173,28 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
     }
   }, TIMEOUT);
 
+  it("a client that resumes on another process while an approval is pending there gets it; its answer settles it once", async () => {
+    // Issue 31: B loaded the thread after A asked; nothing relayed since would have shown it.
+    const ws = makeWorkspace();
+    try {
+      const { ca, cb } = await fx.cluster.pair();
+      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "untrusted" })).thread.id;
+      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "echo ran >> runs.txt" } }] }, { text: "Done." });
+      const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
+      const onA = await ca.waitFor((f) => f.method === COMMAND_APPROVAL && f.id !== undefined);
+      await cb.request("thread/resume", { threadId });
+      const onB = await cb.waitFor((f) => f.method === COMMAND_APPROVAL && f.id !== undefined);
+      expect(onB.params).toEqual(onA.params);
+      cb.respond(onB.id, { decision: "accept" });
+      await ca.waitForNotification("serverRequest/resolved", (p) => p.requestId === onA.id);
+      expect((await turnCompleted(ca, t1.id)).params.turn.status).toBe("completed");
+      expect((await turnCompleted(cb, t1.id)).params.turn.status).toBe("completed");
+      expect(readFileSync(path.join(ws.dir, "runs.txt"), "utf8")).toBe("ran\n");
+    } finally {
+      ws.cleanup();
+    }
+  }, TIMEOUT);
+
   it("a user shell command (the TUI's !cmd) sent to another process runs in the owner's turn, once, and its client sees it", async () => {
     const ws = makeWorkspace();
     try {

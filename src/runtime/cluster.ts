@@ -109,8 +109,10 @@ export class ClusterLinks {
   /**
    * Shows this process's clients the approvals the owner's turn waits on (the recorded pending
    * requests); an answer goes to the owner, and a request answered anywhere is withdrawn here.
+   * Also when a client subscribes here to a thread running elsewhere (attach): a question asked
+   * before it came is still waiting for an answer.
    */
-  private async mirrorRequests(thread: LoadedThread): Promise<void> {
+  async mirrorRequests(thread: LoadedThread): Promise<void> {
     if (thread.lease) return;
     const pending = await this.leases.store.pendingRequests(thread.id);
     const mirrored = this.mirrors.get(thread.id) ?? new Map<string, AbortController>();

@@ -600,6 +600,8 @@ export class ThreadRuntime {
       if (cancelled()) return;
       thread.attaching.delete(subscriber);
       this.subscribe(thread, subscriber);
+      // A turn running on another process may be waiting on an approval asked before this client came.
+      if (this.cluster && !thread.lease) await this.cluster.mirrorRequests(thread);
     }).finally(() => {
       // A failed step must not leave the connection counted as subscribing.
       if (thread.attaching.delete(subscriber)) this.maybeUnload(thread);

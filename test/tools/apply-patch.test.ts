@@ -3,7 +3,10 @@ import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AskForApproval, SandboxMode } from "../../src/protocol/common.js";
+import { TrustBoundary } from "../../src/sandbox/boundary.js";
+import { CommandRunner } from "../../src/sandbox/runner.js";
 import { builtinTools } from "../../src/tools/builtin.js";
+import { fileDiff, MAX_DIFFED_CHARS, MAX_SHOWN_DIFF_CHARS } from "../../src/tools/diff.js";
 import { makeDirs, RecordingContext, run, textOf, toolNamed, type Dirs } from "./helpers.js";
 
 let d: Dirs;
@@ -230,5 +233,34 @@ describe("apply_patch: approvals", () => {
     expect(ctx.approvals.length > 0).toBe(expected === "ask");
     expect(applied).toBe(expected === "run");
     if (expected === "refuse") expect(textOf(out)).toMatch(/read-only/);
+  });
+});
+
+describe("apply_patch: size limits (issue 24)", () => {
+  it("refuses a patch over the boundary's limit before parsing it, changing nothing", async () => {
+    const runner = new CommandRunner({ boundary: new TrustBoundary({ maxPatchBytes: 1024 }) });
+    const ctx = new RecordingContext(d.ws, "workspace-write", "never", undefined, runner);
+    const patch = toolNamed(builtinTools(ctx), "apply_patch");
+    const big = wrap(`*** Add File: big.txt\n${"+0123456789abcdef\n".repeat(80)}`.trimEnd());
+    const out = await run(patch, { patch: big });
+    expect(out.isError).toBe(true);
+    expect(textOf(out)).toMatch(/^The patch is too large: .* exceeds the limit of .*No files were changed\.$/);
+    expect(existsSync(path.join(d.ws, "big.txt"))).toBe(false);
+    expect(ctx.events).toEqual([]); // no item: nothing was attempted
+    // Under the limit, the same tool applies it.
+    expect((await run(patch, { patch: wrap("*** Add File: small.txt\n+ok") })).isError).toBe(false);
+    expect(read("small.txt")).toBe("ok\n");
+  });
+
+  it("items carry at most MAX_SHOWN_DIFF_CHARS of a file's diff, and none line by line past MAX_DIFFED_CHARS", () => {
+    const lines = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag} line ${i}`).join("\n") + "\n";
+    const added = fileDiff("big.txt", null, lines(120_000, "new")); // ~1.9 MiB of added lines
+    expect(added.length).toBeLessThan(MAX_SHOWN_DIFF_CHARS + 200);
+    expect(added).toMatch(/\n\[… \d+ more characters of this diff not shown; the change itself is complete\]\n$/);
+    expect(added.split("\n").slice(0, 4)).toEqual(["diff --git a/big.txt b/big.txt", "new file mode 100644", "--- /dev/null", "+++ b/big.txt"]);
+    const huge = "x".repeat(MAX_DIFFED_CHARS);
+    expect(fileDiff("huge.txt", huge, `${huge}y`)).toBe(
+      `diff --git a/huge.txt b/huge.txt\n--- a/huge.txt\n+++ b/huge.txt\n@@ large file: ${huge.length} characters before, ${huge.length + 1} characters after; not shown line by line @@\n`,
+    );
   });
 });
