@@ -348,6 +348,15 @@ export class ThreadRuntime {
     void hold.then(clear, clear);
   }
 
+  /**
+   * Numbers events that are published only once a later transaction records them (an ending the
+   * database did not take, unrecorded.ts): told to nobody now, so a number is never shown twice.
+   */
+  stampHeld(thread: LoadedThread, events: ThreadEvent[]): StoredEvent[] {
+    // The recording transaction raises the stored reservation above them (unrecorded.ts, seqUpTo).
+    return this.stamp(thread, events);
+  }
+
   /** Seq numbers and the emission time for events about to be recorded. */
   private stamp(thread: LoadedThread, events: ThreadEvent[]): StoredEvent[] {
     const now = Date.now();

@@ -121,25 +121,39 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       thread.history = null;
     }
     else {
-      // The record could not be written (the database is away); clients must still learn the
-      // turn ended (DESIGN.md §3.9), items included, and the store must say the same once it is
-      // back: what is told here is kept and recorded then (unrecorded.ts).
+      // The record could not be written (the database is away). Clients are told no ending the
+      // store does not have (DESIGN.md §7): only that the ending waits for the database. The
+      // ending is kept and recorded once it is back, and told then (unrecorded.ts); if another
+      // process took the thread over meanwhile, the ending it recorded is the one told.
       log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
       // The model's last message was in that transaction: as when its own record failed, the
-      // turn fails (its answer is not in the model history), its items are told and kept.
+      // turn fails (its answer is not in the model history), its items are kept with it.
       if (held) {
         for (const item of held.items) turn.unrecorded.set(item.id, item);
         const failed = { ...result, stopReason: "error" as const, error: err instanceof Error ? err : new Error(String(err)) };
         told = await endOf(deps, thread, turn, "error", failed, held.items, now, false);
       }
-      thread.status = told.threadStatus;
-      thread.record = { ...thread.record, systemError: told.systemError, updatedAtMs: now };
+      // The stored turn is still in progress: so is the thread, until its ending is recorded.
+      thread.status = { type: "active", activeFlags: [] };
+      thread.record = { ...thread.record, systemError: false };
+      runtime.publishLive(thread, "error", {
+        threadId: thread.id,
+        turnId: turn.id,
+        willRetry: true,
+        error: {
+          message: "The database is unavailable: this turn has ended, and how is told once the database has recorded it",
+          codexErrorInfo: "other",
+          additionalDetails: null,
+          misalignment: null,
+        },
+      });
       const items = [...turn.unrecorded.values()];
-      const published = items.map((item) =>
-        runtime.publishLive(thread, "item/completed", { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now }),
-      );
-      for (const e of told.events) published.push(runtime.publishLive(thread, e.method, e.params));
-      runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, items, events: published, epoch });
+      const events = runtime.stampHeld(thread, [
+        ...items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
+        // Stored whole, as told (no references to item rows: the rows may be what failed).
+        ...told.events.map(({ method, params }) => ({ method, params })),
+      ]);
+      runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, threadStatus: told.threadStatus, items, events, epoch });
     }
   }
   observer.turnEnded(told.record.status);

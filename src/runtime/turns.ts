@@ -141,7 +141,7 @@ export class TurnRunner {
   async start(p: TurnStartParams, requester: Subscriber, responded: Promise<void>): Promise<{ turn: Turn }> {
     const { runtime, turns, historyLog, settings } = this.deps;
     const thread = await runtime.load(p.threadId);
-    runtime.unrecorded?.assertRecorded(thread.id); // the store must say what clients were told first
+    runtime.unrecorded?.assertRecorded(thread.id); // the last ending must be recorded (and told) first
     if (p.clientUserMessageId) {
       const same = await turns.findTurnByClientMessageId(thread.id, p.clientUserMessageId);
       if (same) {

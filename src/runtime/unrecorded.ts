@@ -1,19 +1,23 @@
 /**
- * Turn endings clients were told about but the database did not take (issue 12, Postgres outages).
+ * Turn endings the database did not take (issue 12, Postgres outages; issue 31: one ending, told
+ * as stored).
  *
- * When the end of a turn cannot be committed (the database is away), clients are still told how
- * it ended (DESIGN.md §3.9): the completions of its open items and the terminal events go out
- * live, with the seqs they would have had in the log. This module keeps exactly what was told —
- * the turn record, the item payloads and the stamped events — and records it once the database
- * answers again, under the lease the turn ran with, so afterwards the store says what clients were
- * told: the turn is `failed` (not `inProgress`), the thread `systemError`, no item stuck, and a
- * client resuming by `afterSeq` replays the same events it saw live.
+ * When the end of a turn cannot be committed (the database is away), clients are told no ending
+ * (DESIGN.md §7): only an `error` (willRetry) saying the ending waits for the database. This
+ * module keeps the ending — the turn record, the item payloads and the events, already numbered —
+ * and records it once the database answers again, under the lease the turn ran with, then tells
+ * it: afterwards the store says what clients were told (the turn `failed`, the thread
+ * `systemError`, no item stuck), and a client resuming by `afterSeq` replays the same events.
+ * If another process took the thread over meanwhile (this one was cut off past the lease TTL), its
+ * ending is the stored one: this one is dropped and that one is delivered instead, so every
+ * client sees the one stored ending, once.
  *
  * Until then the thread's state in the store is not the one clients know: no new turn starts on
  * it (ThreadStateUnrecordedError), the lease is kept (another process must not take a thread
  * whose last turn still reads `inProgress`), and the thread stays loaded (its in-memory seq
  * counter is above every number handed out; the stored reservation may not be).
  */
+import type { ThreadStatus } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { StoredEvent, TurnRecord } from "../store/records.js";
 import { TurnAlreadyEndedError, type TurnStore } from "../store/turn-store.js";
@@ -29,8 +33,10 @@ export interface UnrecordedEnd {
   systemError: boolean;
   /** Completions of items whose own record failed (a command that ran, a closed message). */
   items: ThreadItem[];
-  /** The events exactly as published (seq, params, emittedAtMs). */
+  /** The events to record and then publish (numbered, told to nobody yet). */
   events: StoredEvent[];
+  /** The thread's status once the ending is recorded. */
+  threadStatus: ThreadStatus;
   /** The lease the turn ran under (null: no leases, e.g. a unit test runtime). */
   epoch: number | null;
 }
@@ -62,7 +68,7 @@ export class UnrecordedEnds {
     return this.pending.has(threadId);
   }
 
-  /** Refuses new work on a thread whose stored state is not the one its clients were told. */
+  /** Refuses new work on a thread whose last ending is not recorded (nor told) yet. */
   assertRecorded(threadId: string): void {
     const p = this.pending.get(threadId);
     if (p) throw new ThreadStateUnrecordedError(threadId, p.end.record.id);
@@ -89,17 +95,33 @@ export class UnrecordedEnds {
       for (const [threadId, { thread, end }] of [...this.pending]) {
         try {
           // In the thread's pipeline: after anything queued before, before anything queued after.
-          await thread.enqueue(() => this.record(thread, end));
+          await thread.enqueue(async () => {
+            await this.record(thread, end);
+            // Recorded: now it is told, with the numbers it has in the log.
+            thread.status = end.threadStatus;
+            thread.record = { ...thread.record, systemError: end.systemError, updatedAtMs: end.record.completedAtMs! };
+            for (const e of end.events) this.runtime.deliver(thread, e.method, e.params, undefined, e.emittedAtMs);
+          });
           this.pending.delete(threadId);
           this.log.info({ threadId, turnId: end.record.id }, "recorded the end of a turn after the database came back");
-          this.afterRecorded(thread, end);
+          const last = end.events[end.events.length - 1];
+          if (last) this.runtime.cluster?.fanout?.committed(thread.id, last.seq); // other processes' clients
+          this.afterRecorded(thread);
         } catch (err) {
           if (err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError) {
             // Another process swept the thread (this one was cut off longer than the lease TTL):
-            // it recorded an ending of its own; ours cannot be written any more.
+            // it recorded an ending of its own, which is the one this process's clients get.
             this.pending.delete(threadId);
             this.log.warn({ threadId, turnId: end.record.id }, "the end of a turn could not be recorded: the thread's lease was taken over meanwhile");
-            this.afterRecorded(thread, end);
+            thread.lease = null;
+            thread.carry = []; // written under the lost lease: the new owner has the record now
+            const cluster = this.runtime.cluster;
+            if (cluster) {
+              await thread
+                .enqueue(() => cluster.catchUp(thread))
+                .catch((e: unknown) => this.log.warn({ err: e, threadId }, "could not deliver the ending another process recorded; the next relay does"));
+            }
+            this.afterRecorded(thread);
           }
           // Otherwise the database is still away: the next pass tries again.
         }
@@ -124,12 +146,10 @@ export class UnrecordedEnds {
     });
   }
 
-  private afterRecorded(thread: LoadedThread, end: UnrecordedEnd): void {
+  private afterRecorded(thread: LoadedThread): void {
     // The history written during the outage may be partial: reload it from the store.
     thread.entries = null;
     thread.history = null;
-    const last = end.events[end.events.length - 1];
-    if (last) this.runtime.cluster?.fanout?.committed(thread.id, last.seq); // other processes' clients
     this.runtime.releaseIfIdle(thread);
     this.runtime.maybeUnload(thread);
   }

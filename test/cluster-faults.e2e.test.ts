@@ -1,0 +1,77 @@
+// @needs-os-sandbox: the turn runs a shell command in the OS sandbox of its process.
+/**
+ * One ending per turn, told as stored, when one process loses its database (issue 31): process A
+ * reaches Postgres through a proxy the test cuts; B keeps its link. A's turn ends while A is cut
+ * off: A tells its clients only that the ending waits for the database. Past the lease TTL, B's
+ * sweeper closes the turn `interrupted`; when A's link is back, A finds its lease taken, drops its
+ * own ending and delivers B's — so every client, on A and on B, sees the stored ending, once.
+ */
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { TEST_DATABASE_URL } from "./support/db.js";
+import type { TestClient } from "./support/client.js";
+import { text, turnCompleted } from "./support/turns.js";
+import { threadNotifications, isDelta } from "./support/durability.js";
+import { makeWorkspace } from "./support/approvals.js";
+import { Cluster, eventually, useCluster } from "./support/cluster.js";
+import { TcpProxy } from "./support/tcp-proxy.js";
+
+const TIMEOUT = 120_000;
+const SHORT_LEASES = { APP_SERVER_LEASE_TTL_MS: "1500" };
+
+describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () => {
+  const fx = useCluster(SHORT_LEASES);
+
+  it("tells its clients no ending it could not store; the ending another process stored reaches them once", async () => {
+    const ws = makeWorkspace();
+    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: Number(new URL(fx.database.url).port || 5432) });
+    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, SHORT_LEASES);
+    try {
+      const a = await viaProxy.spawn();
+      const ca = await viaProxy.connect(a);
+      const b = await fx.cluster.spawn();
+      const cb = await fx.cluster.connect(b);
+      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id;
+      await cb.request("thread/resume", { threadId });
+      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "while [ ! -f go ]; do sleep 0.05; done; echo ran" } }] }, { text: "never asked" });
+      const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
+      await ca.waitForNotification("item/started", (p) => p.item?.type === "commandExecution");
+
+      proxy.cut();
+      writeFileSync(path.join(ws.dir, "go"), "");
+      await ca.waitForNotification("error", (p) => p.turnId === t1.id && p.willRetry === true, 60_000);
+      // Past A's lease TTL, B's sweeper closes the turn (A's registration has expired).
+      const [swept] = await eventually(async () => {
+        const rows = await fx.sql`select status from turns where id = ${t1.id}`;
+        return rows[0]?.status !== "inProgress" ? rows : null;
+      }, 1200);
+      expect(swept!.status).toBe("interrupted");
+      const endsOf = (c: TestClient) => c.notifications("turn/completed").filter((f) => f.params.turn.id === t1.id);
+      expect(endsOf(ca), "A told no ending while cut off").toEqual([]);
+
+      proxy.restore();
+      const onA = (await turnCompleted(ca, t1.id, 60_000)).params.turn;
+      const onB = (await turnCompleted(cb, t1.id, 60_000)).params.turn;
+      expect(onA.status).toBe("interrupted");
+      expect(onB.status).toBe("interrupted");
+      const stored = (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`);
+      expect(stored.filter((s) => s.endsWith("turn/completed"))).toHaveLength(1);
+      // Let anything still in flight arrive, then: each client saw the stored ending once, and
+      // nothing with a seq the log does not have (deltas and the waiting notice aside).
+      await new Promise((r) => setTimeout(r, 500));
+      for (const c of [ca, cb]) {
+        expect(endsOf(c)).toHaveLength(1);
+        const seen = threadNotifications(c, threadId)
+          .filter((f) => !isDelta(f.method!) && !(f.method === "error" && f.params.willRetry) && typeof f.params.seq === "number")
+          .map((f) => `${f.params.seq} ${f.method}`);
+        for (const s of seen) expect(stored, `told but not stored: ${s}`).toContain(s);
+        expect(new Set(seen).size, "no notification twice").toBe(seen.length);
+      }
+    } finally {
+      await viaProxy.close();
+      await proxy.close();
+      ws.cleanup();
+    }
+  }, TIMEOUT);
+});
