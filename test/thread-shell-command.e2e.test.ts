@@ -149,6 +149,10 @@ describe("thread/shellCommand", () => {
     const inGone = await startThread("workspace-write", gone);
     rmSync(gone, { recursive: true });
     await expect(bad({ threadId: inGone, command: "ls" })).rejects.toMatchObject({ code: -32600, message: expect.stringContaining("not an existing directory") });
+    // A turn or a review there is refused the same way, before anything is recorded or leased.
+    const gonePath = expect.stringContaining(`${gone} is not an existing directory on this server`);
+    await expect(client.request("turn/start", { threadId: inGone, input: text("hi") })).rejects.toMatchObject({ code: -32600, message: gonePath });
+    await expect(client.request("review/start", { threadId: inGone, target: { type: "uncommittedChanges" } })).rejects.toMatchObject({ code: -32600, message: gonePath });
 
     // None of them started a turn; the thread still takes commands.
     for (const id of [threadId, inGone]) expect((await client.request("thread/read", { threadId: id, includeTurns: true })).thread.turns).toEqual([]);

@@ -14,6 +14,7 @@
  * item/completed → thread/tokenUsage/updated → … → thread/status/changed (idle) → turn/completed.
  */
 import { promises as fs } from "node:fs";
+import path from "node:path";
 import type { TransactionSql } from "postgres";
 import { runAgentLoop, type LoopResult } from "../agent/loop.js";
 import { emptyUsage, type AssistantMessage, type Message, type ToolCallBlock, type UserMessage } from "../agent/messages.js";
@@ -63,10 +64,17 @@ export type { TurnSettings } from "./turn-deps.js";
 /** Default for APP_SERVER_STREAM_IDLE_TIMEOUT_MS (DESIGN.md §10). */
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 300_000;
 
-/** Refuses a user shell command whose thread's working directory is gone (-32600, nothing recorded). */
-async function assertCwdExists(thread: LoadedThread): Promise<void> {
-  const cwd = await fs.stat(thread.record.cwd).catch(() => null);
-  if (!cwd?.isDirectory()) throw new TurnRequestError(`the thread's working directory ${thread.record.cwd} is not an existing directory`);
+/**
+ * Refuses a turn whose working directory this process cannot see (-32600, nothing recorded, no
+ * lease taken): deleted, or on another machine's storage. A turn runs where its thread's lease is,
+ * so a process without the workspace must not take it (DESIGN.md §7, docs/cluster.md).
+ */
+async function assertCwdExists(cwd: string): Promise<void> {
+  const st = await fs.stat(cwd).catch(() => null);
+  if (!st?.isDirectory())
+    throw new TurnRequestError(
+      `the thread's working directory ${cwd} is not an existing directory on this server (in a cluster, every process needs the workspaces at the same path)`,
+    );
 }
 
 /** A user shell command run as a turn of its own (thread/shellCommand). */
@@ -165,6 +173,7 @@ export class TurnRunner {
     thread.activeTurn = turn; // claimed synchronously: a concurrent turn/start sees it
     try {
       runtime.subscribe(thread, requester);
+      await assertCwdExists(p.cwd ? path.resolve(thread.record.cwd, p.cwd) : thread.record.cwd);
       // The lease first (LeaseHeldError: a turn runs on another process): it refreshes the record
       // and, if another process wrote the thread since, the history caches loaded next.
       await runtime.claim(thread);
@@ -428,12 +437,12 @@ export class TurnRunner {
     runtime.unrecorded?.assertRecorded(thread.id);
     const running = thread.activeTurn;
     if (!running) {
-      await this.startOwnTurn(thread, requester, { command, timeoutMs }, { check: () => assertCwdExists(thread) });
+      await this.startOwnTurn(thread, requester, { command, timeoutMs }, { check: () => assertCwdExists(thread.record.cwd) });
       return;
     }
     // As Codex does: a command typed while a turn runs becomes an item of that turn.
     if (!(running instanceof ActiveTurn) || !running.steerable) throw new TurnRequestError(`a turn is ending on thread ${thread.id} (turn ${running.id}); retry when it has`);
-    await assertCwdExists(thread);
+    await assertCwdExists(thread.record.cwd);
     runtime.subscribe(thread, requester);
     running.userShell.push(
       this.execUserShell(thread, running, { command, timeoutMs }).catch((err: unknown) => {
@@ -464,9 +473,9 @@ export class TurnRunner {
     thread.activeTurn = turn;
     try {
       runtime.subscribe(thread, requester);
+      await opts.check?.(); // before the lease: a process that cannot run the turn does not take the thread
       await runtime.claim(thread);
       await historyLog.ensure(thread);
-      await opts.check?.();
       turn.ordinal = thread.turnCount;
       const record: TurnRecord = { id: turn.id, threadId: thread.id, ordinal: turn.ordinal, status: "inProgress", stopReason: null, error: null, clientUserMessageId: null, startedAtMs: now, completedAtMs: null };
       const view = turnView(record, null);
@@ -577,6 +586,7 @@ export class TurnRunner {
     this.deps.runtime.unrecorded?.assertRecorded(thread.id);
     const request = reviewRequest(target);
     const turn = await this.startOwnTurn(thread, requester, "review", {
+      check: () => assertCwdExists(thread.record.cwd),
       opening: (_turn, now) => ({
         message: { role: "user", content: [{ type: "text", text: reviewMessage(request) }] },
         item: { type: "enteredReviewMode", id: uuidv7(), review: request.hint, startedAtMs: now, completedAtMs: now },
