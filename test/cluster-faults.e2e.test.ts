@@ -4,7 +4,8 @@
  * reaches Postgres through a proxy the test cuts; B keeps its link. A's turn ends while A is cut
  * off: A tells its clients only that the ending waits for the database. Past the lease TTL, B's
  * sweeper closes the turn `interrupted`; when A's link is back, A finds its lease taken, drops its
- * own ending and delivers B's — so every client, on A and on B, sees the stored ending, once.
+ * own ending and delivers B's — so every client, on A and on B, sees the stored ending, once —
+ * and A's client keeps following the thread (the next turn, on B, reaches it).
  */
 import { writeFileSync } from "node:fs";
 import path from "node:path";
@@ -68,6 +69,14 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
         for (const s of seen) expect(stored, `told but not stored: ${s}`).toContain(s);
         expect(new Set(seen).size, "no notification twice").toBe(seen.length);
       }
+      // A's client is not left in the dark: the next turn, on B, reaches it live.
+      const t2 = (await cb.request("turn/start", { threadId, input: text("again") })).turn;
+      expect((await turnCompleted(cb, t2.id, 60_000)).params.turn.status).toBe("completed");
+      const onA2 = await turnCompleted(ca, t2.id, 60_000);
+      expect(onA2.params.turn.status).toBe("completed");
+      const itemsOf = (c: TestClient) => c.notifications("item/completed").filter((f) => f.params.turnId === t2.id).map((f) => `${f.params.item.type} ${f.params.item.id} ${f.params.item.text ?? ""}`);
+      expect(itemsOf(ca)).toEqual(itemsOf(cb));
+      expect(itemsOf(ca).filter((i) => i.startsWith("agentMessage "))).toHaveLength(1);
     } finally {
       await viaProxy.close();
       await proxy.close();
