@@ -3,6 +3,7 @@
  * extension of the previous one — across turns with tool calls, settings changes, dynamic tools
  * registered in any order, a server restart with thread/resume, and a fork.
  */
+import { mkdirSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKENDS, freshDatabase, type TestDatabase } from "./support/db.js";
 import { TestClient } from "./support/client.js";
@@ -82,6 +83,7 @@ describe.each(PROVIDERS)("prompt prefix with %s", (provider) => {
     mock.enqueue({ text: "second answer" });
     await runTurn(client, threadId, "turn two");
     mock.enqueue({ toolCalls: [{ name: "alpha", arguments: { n: 1 } }, { name: "zeta", arguments: {} }] }, { text: "third answer" });
+    mkdirSync(`${db.home}/sub`); // a turn runs only in a directory that exists
     await runTurn(client, threadId, "turn three", { approvalPolicy: "never", cwd: `${db.home}/sub` });
     mock.enqueue({ text: "fourth answer" });
     await runTurn(client, threadId, "turn four");
