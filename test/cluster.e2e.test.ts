@@ -229,9 +229,10 @@ describe.skipIf(!TEST_DATABASE_URL)("several processes on one Postgres", () => {
   it("kill -9 of the owner: another process closes its turn once the lease expires, and the thread takes new turns", async () => {
     const { a, b, ca, cb } = await fx.cluster.pair(SHORT_LEASES);
     const threadId = (await ca.request("thread/start", {})).thread.id;
+    // B follows the thread before the turn: a delta relayed before it follows is never replayed.
+    await cb.request("thread/resume", { threadId });
     gated(["Hel", "lo"]);
     const t1 = (await ca.request("turn/start", { threadId, input: text("hi") })).turn;
-    await cb.request("thread/resume", { threadId });
     await cb.waitForNotification("item/agentMessage/delta", (p) => p.turnId === t1.id);
     a.proc.child.kill("SIGKILL");
     await a.proc.exited;
