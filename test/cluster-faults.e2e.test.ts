@@ -27,7 +27,9 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
   it("tells its clients no ending it could not store; the ending another process stored reaches them once", async () => {
     const ws = makeWorkspace();
     const proxy = await TcpProxy.start({ host: "127.0.0.1", port: Number(new URL(fx.database.url).port || 5432) });
-    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, SHORT_LEASES);
+    // A's own TTL is longer: a heartbeat of A starved of CPU on a loaded machine must not let B take
+    // the thread before the cut (the takeover waits for A's registration to expire either way).
+    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, { APP_SERVER_LEASE_TTL_MS: "6000" });
     try {
       const a = await viaProxy.spawn();
       const ca = await viaProxy.connect(a);
@@ -42,7 +44,7 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
       proxy.cut();
       writeFileSync(path.join(ws.dir, "go"), "");
       await ca.waitForNotification("error", (p) => p.turnId === t1.id && p.willRetry === true, 60_000);
-      // Past A's lease TTL, B's sweeper closes the turn (A's registration has expired).
+      // Past A's lease TTL (6 s), B's sweeper closes the turn (A's registration has expired).
       const [swept] = await eventually(async () => {
         const rows = await fx.sql`select status from turns where id = ${t1.id}`;
         return rows[0]?.status !== "inProgress" ? rows : null;

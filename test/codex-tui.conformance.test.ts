@@ -264,6 +264,9 @@ describe.skipIf(noCodex || tmuxMissing)("codex TUI --remote in tmux (real codex 
     const from = relay.frames.length;
     startTui(["-s", "workspace-write"]);
     await waitForScreen(/Ask Codex to do anything/);
+    // The TUI starts its thread in the background: /compact before the answer reads "No active
+    // thread is available" (seen under load).
+    await waitFor(() => exchanges(from, "thread/start").some((e) => e.response?.result?.thread && !e.response.result.thread.ephemeral), "the TUI's thread/start answered");
     const requests = mock.requests.length;
     await submit("/compact");
     // /review only once the TUI has seen the compaction turn end ("Worked for …"): a slash

@@ -247,5 +247,6 @@ export function streamingPayload(item: StreamingItem, completedAtMs: number | nu
   const times = { startedAtMs: item.startedAtMs, completedAtMs };
   return item.kind === "agentMessage"
     ? { type: "agentMessage", id: item.id, text: item.text, phase: item.phase ?? null, moderation: null, memoryCitation: null, delivery: null, questions: null, ...times }
-    : { type: "reasoning", id: item.id, summary: item.summary, content: item.text ? [item.text] : [], ...times };
+    : // A copy: the payload may be published or stored after later deltas have grown the summary.
+      { type: "reasoning", id: item.id, summary: [...item.summary], content: item.text ? [item.text] : [], ...times };
 }
