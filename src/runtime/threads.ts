@@ -471,7 +471,7 @@ export class ThreadRuntime {
   }
 
   /** A write was fenced off: another process owns the thread now; stop the turn running here. */
-  private leaseLost(thread: LoadedThread): void {
+  leaseLost(thread: LoadedThread): void {
     if (!thread.lease) return;
     this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
     thread.lease = null;

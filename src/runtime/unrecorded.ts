@@ -113,8 +113,7 @@ export class UnrecordedEnds {
             // it recorded an ending of its own, which is the one this process's clients get.
             this.pending.delete(threadId);
             this.log.warn({ threadId, turnId: end.record.id }, "the end of a turn could not be recorded: the thread's lease was taken over meanwhile");
-            thread.lease = null;
-            thread.carry = []; // written under the lost lease: the new owner has the record now
+            this.runtime.leaseLost(thread);
             const cluster = this.runtime.cluster;
             if (cluster) {
               await thread
