@@ -1,10 +1,10 @@
 /**
- * Issue 16, record-before-publish made cheaper and each text stored once:
- *   - an item's item/started goes out at once and its deltas follow while its record is still
- *     committing; later durable notifications wait for that commit, and a client resuming
- *     meanwhile replays it — the log stays exactly the live order;
- *   - an item/started whose record fails: the turn fails, what clients were shown is still
- *     recorded (with its original seq and time), and the thread takes the next turn;
+ * Issue 16, record-before-publish kept cheap, and issue 32 (item 7), without exceptions:
+ *   - a streamed item's item/started is published only once its record has committed, and its
+ *     deltas, which the stream keeps producing meanwhile, go out right behind it; a client
+ *     resuming meanwhile replays the log in order — the log stays exactly the live order;
+ *   - an item/started whose record fails: nothing of that item is published (no start, no delta,
+ *     no completion), the turn fails naming the error, and the thread takes the next turn;
  *   - events refer to the item rows they announce instead of repeating the text, and replay
  *     returns the same JSON, byte for byte, as the event stored whole.
  */
@@ -44,10 +44,10 @@ async function expectLogIsLive(client: TestClient, threadId: string) {
   return stored;
 }
 
-describe.skipIf(!TEST_DATABASE_URL)("item/started commits in the background (postgres)", () => {
+describe.skipIf(!TEST_DATABASE_URL)("a streamed item is published once recorded (postgres)", () => {
   const ctx = harness("postgres");
 
-  it("deltas flow while the item/started record waits on a lock; later events wait for it; a resume meanwhile replays it in order", async () => {
+  it("while its item/started waits on a lock, clients see neither it nor a delta; then it and every delta in order; a resume meanwhile replays it in order", async () => {
     const { h, client } = ctx;
     const threadId = (await client.request("thread/start", {})).thread.id;
     const [{ schema }] = await h.ts.server.db.sql<{ schema: string }[]>`select current_schema() as schema`;
@@ -56,26 +56,23 @@ describe.skipIf(!TEST_DATABASE_URL)("item/started commits in the background (pos
     const gate = deferred();
     h.mock.enqueue({ text: ["Hel", "lo ", "wor", "ld"], gate: { afterEvents: 0, wait: gate.promise } });
     const { turn } = await client.request("turn/start", { threadId, input: text("hi") });
+    await client.waitForNotification("item/completed", (p) => p.turnId === turn.id && p.item.type === "userMessage");
 
     // Inserts into items now wait for this transaction: the agentMessage's item/started cannot commit.
     const lock = await locker.reserve();
     ctx.cleanups.push(async () => lock.release());
     await lock`begin`;
     await lock`lock table items in share mode`;
+    const [{ pid }] = await lock<{ pid: number }[]>`select pg_backend_pid() as pid`;
     gate.open();
-
-    const started = await client.waitForNotification("item/started", (p) => p.item.type === "agentMessage");
-    let deltas: Frame[] = [];
+    // The server's insert is blocked behind the lock: its item/started is not committed.
     await expect
-      .poll(() => (deltas = threadNotifications(client, threadId).filter((f) => f.method === "item/agentMessage/delta")).length, { timeout: 10_000 })
-      .toBe(4);
-    expect(deltas.map((d) => d.params.delta).join("")).toBe("Hello world");
-    expect(deltas.every((d) => d.params.seq > started.params.seq)).toBe(true);
-    // Not committed: no row, and nothing durable after it has gone out.
-    expect(await h.ts.server.db.sql`select 1 from items where id = ${started.params.item.id}`).toHaveLength(0);
-    expect(threadNotifications(client, threadId).filter((f) => f.params.seq > started.params.seq && !isDelta(f.method))).toEqual([]);
+      .poll(async () => (await lock<{ n: number }[]>`select count(*)::int as n from pg_locks where not granted and ${pid}::int = any(pg_blocking_pids(pid))`)[0]!.n, { timeout: 20_000 })
+      .toBeGreaterThan(0);
+    const agentEvents = () => threadNotifications(client, threadId).filter((f) => f.params.turnId === turn.id && f.method !== "item/started" ? isDelta(f.method) : f.params.item?.type === "agentMessage");
+    expect(agentEvents(), "nothing of the item before its record commits").toEqual([]);
 
-    // A client resuming now waits for the commit, then replays item/started in its place.
+    // A client resuming now is answered from the log and follows live from there.
     const other = await TestClient.initialized(h.ts.url);
     ctx.others.push(other);
     const resumed = other.request("thread/resume", { threadId, afterSeq: 0, excludeTurns: true });
@@ -86,8 +83,12 @@ describe.skipIf(!TEST_DATABASE_URL)("item/started commits in the background (pos
     expect(done.params.turn.status).toBe("completed");
     await turnCompleted(other, turn.id);
 
+    const [started, ...deltas] = agentEvents();
+    expect(started!.method).toBe("item/started");
+    expect(deltas.map((d) => d.params.delta).join("")).toBe("Hello world");
+    expect(deltas.every((d) => d.method === "item/agentMessage/delta" && d.params.seq > started!.params.seq)).toBe(true);
     const stored = await expectLogIsLive(client, threadId);
-    expect(stored.find((e) => e.seq === started.params.seq)).toMatchObject({ method: "item/started", params: started.params });
+    expect(stored.find((e) => e.seq === started!.params.seq)).toMatchObject({ method: "item/started", params: started!.params });
     // The resumed client: every stored event once, in order, the item/started among them.
     const seen = threadNotifications(other, threadId);
     const seqs = seen.map((f) => f.params.seq as number);
@@ -99,7 +100,7 @@ describe.skipIf(!TEST_DATABASE_URL)("item/started commits in the background (pos
 describe.each(BACKENDS)("an item/started whose record fails (%s)", (backend) => {
   const ctx = harness(backend);
 
-  it("fails the turn cleanly; what was published is recorded with its seq; the thread takes the next turn", async () => {
+  it("fails the turn cleanly; nothing of the item reaches a client; the log is what was published; the thread takes the next turn", async () => {
     const { h, client } = ctx;
     const sql = h.ts.server.db.sql;
     // The first agentMessage row insert fails (a sequence is not rolled back with the transaction).
@@ -122,17 +123,10 @@ describe.each(BACKENDS)("an item/started whose record fails (%s)", (backend) => 
     expect(done.params.turn.error.message).toContain("injected: items unavailable");
 
     const live = threadNotifications(client, threadId);
-    const started = live.find((f) => f.method === "item/started" && f.params.item.type === "agentMessage")!;
-    expect(started).toBeDefined();
-    // The deltas clients saw stand; the item is completed with what arrived.
-    const completed = live.find((f) => f.method === "item/completed" && f.params.item.id === started.params.item.id)!;
-    expect(completed.params.item.text).toBe("Hello");
-    expect(live.some((f) => f.method === "error")).toBe(true);
-    // The log is what was published, the failed item/started included at its seq.
-    const stored = await expectLogIsLive(client, threadId);
-    expect(stored.filter((e) => e.method === "item/started" && e.params.item.type === "agentMessage").map((e) => e.seq)).toEqual([started.params.seq]);
-    const [row] = await sql`select status, payload from items where id = ${started.params.item.id}`;
-    expect(row).toMatchObject({ status: "completed", payload: { text: "Hello" } });
+    expect(live.filter((f) => f.params.item?.type === "agentMessage" || f.method === "item/agentMessage/delta"), "no start, delta or completion of the unrecorded item").toEqual([]);
+    expect(done.params.turn.items.filter((i: any) => i.type === "agentMessage")).toEqual([]);
+    expect(await sql`select 1 from items where thread_id = ${threadId} and type = 'agentMessage'`).toHaveLength(0);
+    await expectLogIsLive(client, threadId);
 
     h.mock.enqueue({ text: ["again"] });
     const next = await client.request("turn/start", { threadId, input: text("once more") });

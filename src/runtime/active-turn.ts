@@ -18,6 +18,12 @@ export interface StreamingItem {
   phase?: MessagePhase | null;
   /** A reasoning item already completed on the wire because a later block of the same message started. */
   done?: boolean;
+  /**
+   * Settles once its item/started is recorded (and published), or its record failed: then
+   * `failed` is set, nothing of the item was published, and it is never completed.
+   */
+  recorded?: Promise<void>;
+  failed?: boolean;
 }
 
 export interface SteerInput extends SteeringEntry {
@@ -46,7 +52,7 @@ export class ActiveTurn implements ActiveTurnHandle {
   readonly alreadyRecorded = new Set<string>();
   /** Completed items whose record could not be written (retried once more when the turn ends). */
   readonly unrecorded = new Map<string, ThreadItem>();
-  /** An early-published item/started that could not be recorded: the turn fails with it (turn-stream.ts). */
+  /** A streamed item's item/started that could not be recorded: the turn fails with it (turn-stream.ts). */
   recordError: unknown = null;
   /**
    * The last model message's record when no tool call follows it: held for the next transaction
@@ -71,6 +77,10 @@ export class ActiveTurn implements ActiveTurnHandle {
     const known = ordinal ?? this.messages.get(item.id)?.ordinal;
     if (known === undefined) this.messages = null; // completed but never seen starting: ask the store
     else this.messages.set(item.id, { ordinal: known, item });
+  }
+  /** Forgets an item noted as started whose record failed (it was never announced). */
+  forgetItem(id: string): void {
+    this.messages?.delete(id);
   }
   /** The noted messages in turn order, or null (read them from the store). */
   knownMessages(): ThreadItem[] | null {

@@ -21,7 +21,11 @@ const COMPLETE_ATTEMPTS = 3;
 export class ItemRecorder {
   constructor(private readonly deps: Pick<TurnDeps, "runtime" | "turns" | "log">) {}
 
-  async started(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
+  /**
+   * Records an item as started, then publishes its item/started. `opts.onError` hears of a
+   * failed record before anything queued after it runs (a streamed item's deltas wait behind it).
+   */
+  async started(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, opts: { onError?: (err: unknown) => void } = {}): Promise<void> {
     const now = Date.now();
     const ordinal = turn.nextItemOrdinal++;
     turn.noteItem(item, ordinal);
@@ -29,49 +33,29 @@ export class ItemRecorder {
       thread,
       [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
       (tx) => this.write(tx, thread, turn, item, ordinal, "inProgress", now),
-    );
-  }
-
-  /**
-   * item/started of a streamed item (agentMessage, reasoning), published at once while its record
-   * commits in the background (ThreadRuntime.commitEarly): the item's first delta does not wait for
-   * a commit. Nothing has happened yet that the record must precede (unlike a tool item, which is
-   * recorded before the tool runs). If the record fails, `turn.recordError` is set at once and the promise rejects (the turn then fails).
-   */
-  startedEarly(thread: LoadedThread, turn: ActiveTurn, item: ThreadItem): Promise<void> {
-    const now = Date.now();
-    const ordinal = turn.nextItemOrdinal++;
-    turn.noteItem(item, ordinal);
-    return this.deps.runtime.commitEarly(
-      thread,
-      [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
-      // One statement: the row and the event announcing it.
-      (tx, events) => this.write(tx, thread, turn, item, ordinal, "inProgress", now, events),
-      (err) => (turn.recordError ??= err),
+      { underHeldLease: true, onError: opts.onError },
     );
   }
 
   async completed(thread: LoadedThread, turn: ActiveTurn, items: ThreadItem[]): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const now = Date.now();
-        await this.deps.runtime.commit(
-          thread,
-          items.map((item) => completedEvent(thread, turn, item, item.completedAtMs ?? now)),
-          (tx) => inIssueOrder(items.map((item) => this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now))),
-        );
-        for (const item of items) {
-          turn.unrecorded.delete(item.id);
-          turn.noteItem(item);
-        }
-        return;
-      } catch (err) {
-        // Kept so the end of the turn can try once more (the item is "recorded as well as possible").
-        for (const item of items) turn.unrecorded.set(item.id, item);
-        if (attempt >= COMPLETE_ATTEMPTS) throw err;
-        this.deps.log.warn({ err, threadId: thread.id, attempt }, "could not record a completed item; retrying");
-        await new Promise((r) => setTimeout(r, 20 * attempt));
-      }
+    const now = Date.now();
+    try {
+      // Retried with the same numbers in the thread's slot (ThreadRuntime.record): an attempt whose
+      // commit went through unacknowledged is not stored twice, and nothing overtakes it.
+      await this.deps.runtime.commit(
+        thread,
+        items.map((item) => completedEvent(thread, turn, item, item.completedAtMs ?? now)),
+        (tx) => inIssueOrder(items.map((item) => this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now))),
+        { underHeldLease: true, attempts: COMPLETE_ATTEMPTS },
+      );
+    } catch (err) {
+      // Kept so the end of the turn can try once more (the item is "recorded as well as possible").
+      for (const item of items) turn.unrecorded.set(item.id, item);
+      throw err;
+    }
+    for (const item of items) {
+      turn.unrecorded.delete(item.id);
+      turn.noteItem(item);
     }
   }
 

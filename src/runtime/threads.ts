@@ -19,6 +19,7 @@ import { SeqCounter } from "./seq.js";
 import { BIG_HISTORY_CHARS, releaseWhenIdle, textChars } from "./memory-release.js";
 import type { ClusterLinks } from "./cluster.js";
 import { LeaseLostError } from "./leases.js";
+import { TurnAlreadyEndedError } from "../store/turn-store.js";
 import { sandboxModeOf } from "./settings.js";
 import { ServerRequestBroker, type ClientReply, type RequestingSubscriber } from "./server-requests.js";
 import type { UnrecordedEnds } from "./unrecorded.js";
@@ -78,15 +79,6 @@ export interface ThreadEvent {
   stored?: { params: Record<string, unknown>; itemIds: string[] };
 }
 
-/** An early event whose transaction failed, written (its events included) by the thread's next transaction. */
-interface Carried {
-  write: (tx: TransactionSql) => Promise<void>;
-  reservation: number | null;
-}
-
-/** A write that also stores the events announcing it (e.g. in the same statement, see TurnStore.insertItem). */
-export type WriteWithEvents = (tx: TransactionSql, events: StoredEvent[]) => Promise<void>;
-
 /** Awaits every statement of a pipelined batch; throws the first failure in issue order. */
 export async function inIssueOrder(statements: Promise<unknown>[]): Promise<void> {
   const results = await Promise.allSettled(statements);
@@ -127,19 +119,11 @@ export class LoadedThread {
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
   /**
-   * Serialises the recording transactions in stamp order. Apart from `pipeline`: a publication
-   * waits for its own transaction, but an early-published event (`commitEarly`) does not, so its
-   * deltas flow while it commits.
+   * Serialises the recording transactions in stamp order, apart from `pipeline`: the stream of a
+   * turn goes on (its deltas queue for publication) while an item/started it announced commits.
    */
   private commits: Promise<void> = Promise.resolve();
   private committing = 0;
-  /** Recorded writes of an early event whose transaction failed: the next transaction writes them first. */
-  carry: Carried[] = [];
-  /**
-   * Relays to other processes wait here while an early event is uncommitted: a listener must not
-   * deliver a delta (raising its delivered seq) before it can read the event below it from the log.
-   */
-  relayHold: Promise<void> | null = null;
 
   constructor(
     public record: ThreadRecord,
@@ -252,12 +236,14 @@ export class ThreadRuntime {
    * Resolves once the transaction committed; rejects (publishing nothing) if it failed.
    * `underHeldLease`: only under the lease held now (a turn's own writes): without one the thread
    * was lost, and taking it again would write about a turn another process has closed.
+   * `attempts`: how often the transaction is tried (see `record`); `onError`: told of the final
+   * failure before anything queued after this commit runs.
    */
   async commit(
     thread: LoadedThread,
     events: ThreadEvent[],
     write?: (tx: TransactionSql) => Promise<void>,
-    opts: { after?: Promise<void>; alsoTo?: Subscriber; creating?: boolean; underHeldLease?: boolean } = {},
+    opts: { after?: Promise<void>; alsoTo?: Subscriber; creating?: boolean; underHeldLease?: boolean; attempts?: number; onError?: (err: unknown) => void } = {},
   ): Promise<StoredEvent[]> {
     // Seq numbers and writes only under the thread's lease (taken here when not held).
     if (this.cluster && !thread.lease) {
@@ -267,7 +253,7 @@ export class ThreadRuntime {
     const lease = thread.lease;
     const stamped = this.stamp(thread, events);
     const reservation = thread.seq.reservationNeeded();
-    const committed = this.record(thread, { lease, reservation, stamped, write, creating: opts.creating ?? false, early: false });
+    const committed = this.record(thread, { lease, reservation, stamped, write, creating: opts.creating ?? false, attempts: opts.attempts ?? 1, onError: opts.onError });
     committed.catch((err) => {
       if (err instanceof LeaseLostError) this.leaseLost(thread);
     });
@@ -279,73 +265,14 @@ export class ThreadRuntime {
       for (const e of stamped) this.deliver(thread, e.method, e.params, opts.alsoTo, e.emittedAtMs);
       const last = stamped[stamped.length - 1];
       const fanout = this.cluster?.fanout;
-      if (fanout) this.relay(thread, () => (last ? fanout.committed(thread.id, last.seq) : fanout.requestsChanged(thread.id)), true);
+      if (fanout) {
+        if (last) fanout.committed(thread.id, last.seq);
+        else fanout.requestsChanged(thread.id);
+      }
     }).catch(() => {});
     await committed;
     if (lease) this.releaseIfIdle(thread);
     return stamped;
-  }
-
-  /**
-   * Records `events` like `commit`, but publishes them at once — after whatever is still waiting
-   * to be published, never before — while their transaction commits in the background: the first
-   * delta of an item does not wait for its item/started to commit. Order is kept: later durable
-   * events commit after this transaction and are published only after their own commit; a resume
-   * (`attach`) waits for every queued transaction before it reads the log; other processes hear of
-   * these events, and of the deltas after them, only once they are committed (`relay`).
-   *
-   * If the transaction fails, what was published is not lost from the record: the thread's next
-   * transaction writes it first, with its original seq and time (`carry`), so the log still equals
-   * what clients were sent. The returned promise rejects; the caller fails its turn.
-   */
-  commitEarly(thread: LoadedThread, events: ThreadEvent[], write: WriteWithEvents, onError?: (err: unknown) => void): Promise<void> {
-    if (this.cluster && !thread.lease) {
-      // Only a running turn records early, under its lease: without it, it lost the thread.
-      const err = new LeaseLostError(thread.id);
-      onError?.(err);
-      return Promise.reject(err);
-    }
-    const lease = thread.lease;
-    const stamped = this.stamp(thread, events);
-    const reservation = thread.seq.reservationNeeded();
-    const committed = this.record(thread, { lease, reservation, stamped, writeWithEvents: write, creating: false, early: true, onError });
-    committed.catch((err) => {
-      if (err instanceof LeaseLostError) this.leaseLost(thread);
-      else this.log.error({ err, threadId: thread.id }, "could not record an early-published event; the next transaction records it");
-    });
-    const publish = () => {
-      for (const e of stamped) this.deliver(thread, e.method, e.params, undefined, e.emittedAtMs);
-    };
-    if (thread.idle) publish();
-    else void thread.enqueue(async () => publish()).catch(() => {});
-    const fanout = this.cluster?.fanout;
-    const last = stamped[stamped.length - 1];
-    if (fanout && last) {
-      // Relays after this wait for the commit; a failed one drops the deltas relayed behind it
-      // (another process's client then sees the item from its item/completed, as after a gap).
-      const hold = (thread.relayHold ?? Promise.resolve()).then(() => committed).then(() => fanout.committed(thread.id, last.seq));
-      this.setRelayHold(thread, hold);
-    }
-    return committed;
-  }
-
-  /**
-   * Sends a relay to other processes now, or after the held ones (an early event not yet
-   * committed). `always`: also when a held commit failed (a committed event's wake-up: the log
-   * holds everything below it by then).
-   */
-  private relay(thread: LoadedThread, send: () => void, always = false): void {
-    if (!thread.relayHold) return send();
-    this.setRelayHold(thread, thread.relayHold.then(send, always ? send : (err: unknown) => Promise.reject(err)));
-  }
-
-  private setRelayHold(thread: LoadedThread, hold: Promise<void>): void {
-    hold.catch(() => {});
-    thread.relayHold = hold;
-    const clear = () => {
-      if (thread.relayHold === hold) thread.relayHold = null;
-    };
-    void hold.then(clear, clear);
   }
 
   /**
@@ -382,40 +309,40 @@ export class ThreadRuntime {
       reservation: number | null;
       stamped: StoredEvent[];
       write?: (tx: TransactionSql) => Promise<void>;
-      /** Instead of `write` + the event insert. */
-      writeWithEvents?: WriteWithEvents;
       creating: boolean;
-      early: boolean;
+      attempts: number;
       onError?: (err: unknown) => void;
     },
   ): Promise<void> {
-    const writeAll = (tx: TransactionSql): Promise<unknown>[] =>
-      r.writeWithEvents
-        ? [r.writeWithEvents(tx, r.stamped)]
-        : [...(r.write && !r.creating ? [r.write(tx)] : []), this.store.insertEvents(tx, thread.id, r.stamped)];
     return thread.inOrder(async () => {
       const t0 = performance.now();
-      const carried = thread.carry;
-      const reservation = Math.max(r.reservation ?? 0, ...carried.map((c) => c.reservation ?? 0));
-      try {
-        await this.store.transaction(async (tx) => {
-          // A new thread's row first: the fence and the events refer to it.
-          if (r.creating && r.write) await r.write(tx);
-          const statements: Promise<unknown>[] = [];
-          // The fence first: a process that lost the lease writes nothing (the transaction aborts).
-          if (r.lease) statements.push(this.cluster!.leases.fence(tx, thread.id, r.lease.epoch, reservation));
-          for (const c of carried) statements.push(c.write(tx));
-          statements.push(...writeAll(tx));
-          if (!r.lease && reservation > 0) statements.push(this.store.reserveSeq(tx, thread.id, reservation));
-          await inIssueOrder(statements);
-        });
-      } catch (err) {
-        // Synchronously, before the next transaction of the chain starts: it writes these first.
-        if (r.early && !(err instanceof LeaseLostError)) thread.carry = [...thread.carry.filter((c) => !carried.includes(c)), ...carried, { write: (tx) => inIssueOrder(writeAll(tx)), reservation: r.reservation }];
-        r.onError?.(err); // before anyone waiting for the chain (the end of a turn) looks
-        throw err;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.store.transaction(async (tx) => {
+            // A new thread's row first: the fence and the events refer to it.
+            if (r.creating && r.write) await r.write(tx);
+            const statements: Promise<unknown>[] = [];
+            // The fence first: a process that lost the lease writes nothing (the transaction aborts).
+            if (r.lease) statements.push(this.cluster!.leases.fence(tx, thread.id, r.lease.epoch, r.reservation ?? 0));
+            if (r.write && !r.creating) statements.push(r.write(tx));
+            // A retry keeps the numbers: if the failed attempt did commit (its acknowledgement was
+            // lost), its rows are there already and the events are not stored twice.
+            statements.push(this.store.insertEvents(tx, thread.id, r.stamped, { ifAbsent: attempt > 1 }));
+            if (!r.lease && r.reservation !== null) statements.push(this.store.reserveSeq(tx, thread.id, r.reservation));
+            await inIssueOrder(statements);
+          });
+          break;
+        } catch (err) {
+          // Retried in the thread's slot: nothing recorded or published after it overtakes it.
+          const final = attempt >= r.attempts || err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError;
+          if (final) {
+            r.onError?.(err); // before anything queued after this commit runs
+            throw err;
+          }
+          this.log.warn({ err, threadId: thread.id, attempt }, "could not record events; retrying");
+          await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+        }
       }
-      if (carried.length) thread.carry = thread.carry.filter((c) => !carried.includes(c));
       this.onCommit?.((performance.now() - t0) / 1000);
     });
   }
@@ -475,14 +402,17 @@ export class ThreadRuntime {
     if (!thread.lease) return;
     this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
     thread.lease = null;
-    thread.carry = []; // written under the lost lease: the new owner has the record now
     thread.entries = null;
     thread.history = null;
     (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
   }
 
-  /** Publishes a notification that is not stored (deltas), in order with recorded ones. */
-  publishLive(thread: LoadedThread, method: ServerNotificationMethod, params: Record<string, unknown>): StoredEvent {
+  /**
+   * Publishes a notification that is not stored (deltas), in order with recorded ones: after
+   * every publication queued before it. `stillWanted`: checked when its turn comes (a delta whose
+   * item/started could not be recorded is dropped).
+   */
+  publishLive(thread: LoadedThread, method: ServerNotificationMethod, params: Record<string, unknown>, stillWanted?: () => boolean): StoredEvent {
     const seq = thread.seq.next();
     const reservation = thread.seq.reservationNeeded();
     if (reservation !== null) {
@@ -499,9 +429,10 @@ export class ThreadRuntime {
     const body = { ...params, seq };
     const emittedAtMs = Date.now();
     const send = () => {
+      if (stillWanted && !stillWanted()) return;
       this.deliver(thread, method, body, undefined, emittedAtMs);
       const fanout = this.cluster?.fanout;
-      if (fanout) this.relay(thread, () => fanout.delta(thread.id, { seq, method, params: body, emittedAtMs }));
+      fanout?.delta(thread.id, { seq, method, params: body, emittedAtMs });
     };
     if (thread.idle) send();
     else void thread.enqueue(async () => send());
@@ -591,8 +522,6 @@ export class ThreadRuntime {
       if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);
       listening?.();
       await after;
-      // Early-published events (commitEarly) may still be committing: the read must see them.
-      await thread.committed();
       thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
       // Replay up to what this process has delivered: later events reach every subscriber live.
       if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);

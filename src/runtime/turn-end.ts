@@ -81,11 +81,10 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   // The last model message's record, when held for this transaction (turn-stream.ts).
   const held = turn.deferred;
   turn.deferred = null;
-  // Early-published item/started records still committing: the summary below reads their rows.
+  // Records still committing (a streamed item's start): the summary below reads their rows.
   await thread.committed();
-  // An early-published item/started whose record failed (turn-stream.ts) fails the turn, however
-  // far the stream got: what clients were shown stands (the next transaction recorded it, or the
-  // end below does), and the turn says the store failed.
+  // A streamed item's item/started whose record failed (turn-stream.ts) fails the turn, however
+  // far the stream got: nothing of that item was published, and the turn says the store failed.
   if (turn.recordError && result.stopReason !== "error") {
     const err = turn.recordError;
     result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };

@@ -101,30 +101,49 @@ export class TurnStream {
     // Tool-call blocks come last and have no item until the tool runs: text before them is only
     // complete once the whole message is (a cut stream must not leave a completed partial answer).
     if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return;
-    // An item/started that could not be recorded fails the turn (what clients were shown is still
-    // recorded by the next transaction, see ThreadRuntime.commitEarly).
+    // An item/started that could not be recorded fails the turn.
     if (turn.recordError) throw turn.recordError;
     await this.completeEarlierBlocks(thread, turn, ev.index);
     const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
     let item = turn.streaming.get(ev.index);
     if (!item) {
-      item = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now(), phase: ev.type === "textDelta" ? (ev.phase ?? null) : null };
-      turn.streaming.set(ev.index, item);
-      // Published now; its record commits while the deltas flow.
-      this.recorder.startedEarly(thread, turn, streamingPayload(item)).catch(() => {}); // sets turn.recordError
+      const streamed: StreamingItem = { id: uuidv7(), kind, text: "", summary: [], startedAtMs: Date.now(), phase: ev.type === "textDelta" ? (ev.phase ?? null) : null };
+      turn.streaming.set(ev.index, streamed);
+      // Recorded before it is published, like every durable event; the stream is not held up
+      // meanwhile: its deltas queue behind the item/started and go out right after it. If the
+      // record fails, nothing of the item was or will be published (the turn fails).
+      const onError = (err: unknown) => {
+        streamed.failed = true;
+        turn.recordError ??= err;
+        turn.forgetItem(streamed.id);
+      };
+      streamed.recorded = this.recorder.started(thread, turn, streamingPayload(streamed), { onError }).catch(onError);
+      item = streamed;
     }
+    const shown = item;
+    const unlessFailed = () => !shown.failed;
     const base = { threadId: thread.id, turnId: turn.id, itemId: item.id, delta: ev.delta };
     if (ev.type === "textDelta") {
       item.text += ev.delta;
-      this.deps.runtime.publishLive(thread, "item/agentMessage/delta", base);
+      this.deps.runtime.publishLive(thread, "item/agentMessage/delta", base, unlessFailed);
     } else if (ev.type === "reasoningSummaryDelta") {
       while (item.summary.length <= ev.summaryIndex) item.summary.push("");
       item.summary[ev.summaryIndex] += ev.delta;
-      this.deps.runtime.publishLive(thread, "item/reasoning/summaryTextDelta", { ...base, summaryIndex: ev.summaryIndex });
+      this.deps.runtime.publishLive(thread, "item/reasoning/summaryTextDelta", { ...base, summaryIndex: ev.summaryIndex }, unlessFailed);
     } else {
       item.text += ev.delta;
-      this.deps.runtime.publishLive(thread, "item/reasoning/textDelta", { ...base, contentIndex: 0 });
+      this.deps.runtime.publishLive(thread, "item/reasoning/textDelta", { ...base, contentIndex: 0 }, unlessFailed);
     }
+  }
+
+  /**
+   * Waits until the item/started of every streamed item of the attempt has committed or failed
+   * (a completion must not be recorded before its start, nor for an item never announced), and
+   * returns the ones that were recorded.
+   */
+  private async announced(items: StreamingItem[]): Promise<StreamingItem[]> {
+    await Promise.all(items.map((i) => i.recorded));
+    return items.filter((i) => !i.failed);
   }
 
   /**
@@ -135,8 +154,10 @@ export class TurnStream {
    * reads as an answer (it completes with the finished message, or is voided).
    */
   private async completeEarlierBlocks(thread: LoadedThread, turn: ActiveTurn, index: number): Promise<void> {
-    const finished = [...turn.streaming].filter(([i, item]) => i < index && item.kind === "reasoning" && !item.done).map(([, item]) => item);
-    if (finished.length === 0) return;
+    const earlier = [...turn.streaming].filter(([i, item]) => i < index && item.kind === "reasoning" && !item.done).map(([, item]) => item);
+    if (earlier.length === 0) return;
+    const finished = await this.announced(earlier);
+    if (turn.recordError) throw turn.recordError;
     const now = Date.now();
     for (const item of finished) item.done = true;
     await this.recorder.completed(thread, turn, finished.map((item) => streamingPayload(item, now)));
@@ -150,7 +171,7 @@ export class TurnStream {
   async closeStreamingItems(thread: LoadedThread, turn: ActiveTurn, voided: boolean): Promise<void> {
     if (turn.streaming.size === 0) return;
     const now = Date.now();
-    const items = [...turn.streaming.values()];
+    const items = await this.announced([...turn.streaming.values()]);
     turn.streaming.clear();
     const open = items.filter((i) => !i.done);
     const closing = voided ? [...open, ...items.filter((i) => i.done && (i.text !== "" || i.summary.some((s) => s !== "")))] : open;
@@ -161,6 +182,7 @@ export class TurnStream {
   /** A finished message: its items completed, its usage counted, and (unless `refused`) the message stored in the history. */
   private async onAssistantMessage(thread: LoadedThread, turn: ActiveTurn, message: AssistantMessage, usage: Usage, refused?: string): Promise<void> {
     const { runtime, observer, historyLog, settings, turns, log } = this.deps;
+    await this.announced([...turn.streaming.values()]);
     if (turn.recordError) throw turn.recordError;
     const now = Date.now();
     observer.modelCall(thread.record.modelProvider, (performance.now() - turn.modelCallStartedAt) / 1000, "ok");

@@ -160,9 +160,11 @@ export class ThreadStore {
     await q`update threads set seq_reserved = greatest(seq_reserved, ${upTo}) where id = ${id}`;
   }
 
-  async insertEvents(q: Queryable, threadId: string, events: StoredEvent[]): Promise<void> {
+  /** `ifAbsent`: events already stored under the same seq (an earlier try that did commit) are kept, not inserted again. */
+  async insertEvents(q: Queryable, threadId: string, events: StoredEvent[], opts: { ifAbsent?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
-    await q`insert into thread_events ${eventRows(q, threadId, events)}`;
+    if (opts.ifAbsent) await q`insert into thread_events ${eventRows(q, threadId, events)} on conflict (thread_id, seq) do nothing`;
+    else await q`insert into thread_events ${eventRows(q, threadId, events)}`;
   }
 
   /** Stored events as notifications: references to item rows replaced by the rows' payloads (event-refs.ts). */

@@ -2,13 +2,19 @@
  * A TCP proxy on loopback in front of one server (the test's Postgres), for faults of one
  * process's database link: `cut()` drops every connection and refuses new ones at once (a cable
  * pulled, a firewall), `restore()` lets them through again. Other processes, connected directly,
- * keep their database.
+ * keep their database. `loseCommitAcknowledgement(marker)`: the next transaction whose statements
+ * mention `marker` commits in Postgres, but the connection drops before the client hears so (the
+ * client cannot tell whether it committed).
  */
 import net from "node:net";
+
+/** A CommandComplete message's tag for COMMIT, as Postgres sends it. */
+const COMMIT_COMPLETE = Buffer.from("COMMIT\0");
 
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private cutOff = false;
+  private commitLoss: { marker: Buffer; done: () => void } | null = null;
 
   private constructor(
     private readonly server: net.Server,
@@ -25,7 +31,25 @@ export class TcpProxy {
         s.on("close", () => proxy!.sockets.delete(s));
         s.on("error", () => {});
       }
-      client.pipe(upstream).pipe(client);
+      // The client's statements since its last commit mention the armed marker.
+      let marked = false;
+      client.on("data", (chunk: Buffer) => {
+        const loss = proxy!.commitLoss;
+        if (loss && chunk.includes(loss.marker)) marked = true;
+        upstream.write(chunk);
+      });
+      upstream.on("data", (chunk: Buffer) => {
+        const loss = proxy!.commitLoss;
+        // The CommandComplete of COMMIT: Postgres sends it once the transaction is durable.
+        if (marked && loss && chunk.includes(COMMIT_COMPLETE)) {
+          proxy!.commitLoss = null;
+          client.destroy();
+          upstream.destroy();
+          return loss.done();
+        }
+        if (marked && chunk.includes(COMMIT_COMPLETE)) marked = false;
+        client.write(chunk);
+      });
       client.on("close", () => upstream.destroy());
       upstream.on("close", () => client.destroy());
     });
@@ -40,6 +64,11 @@ export class TcpProxy {
     u.hostname = "127.0.0.1";
     u.port = String(this.port);
     return u.toString();
+  }
+
+  /** Resolves once a commit of a transaction mentioning `marker` went through unacknowledged. */
+  loseCommitAcknowledgement(marker: string): Promise<void> {
+    return new Promise((done) => (this.commitLoss = { marker: Buffer.from(marker), done }));
   }
 
   cut(): void {
