@@ -7,7 +7,9 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos
+ *                               (chaos: bench/cluster-chaos.ts, three seeds of 20 rounds on Postgres;
+ *                               --quick: one seed of 5)
  *                               phases/groups to run (default all); turns, durability and load each
  *                               get a fresh throwaway database (PGlite: a fresh home)
  *   --load-pglite               also run the load group on PGlite (default: Postgres only)
@@ -71,7 +73,7 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load"];
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos"];
 const GROUPS = ["turns", "durability", "paging", "load"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
@@ -705,6 +707,18 @@ async function main(): Promise<void> {
   if (PHASES.has("ready")) await phaseFloor();
   if (PHASES.has("sandbox")) await groupSandbox(APP, QUICK ? 20 : 200, { latency, memory, notes });
   if (PHASES.has("mcp")) await groupMcp(APP, QUICK ? 50 : 500, { latency, memory, notes });
+  if (PHASES.has("chaos")) {
+    // Its own processes and database on the Postgres server; its summary lines become notes.
+    const args = ["tsx", "bench/cluster-chaos.ts", QUICK ? "--seeds=1" : "--seeds=1,2,3", QUICK ? "--rounds=5" : "--rounds=20"];
+    let out = "";
+    try {
+      out = execFileSync("npx", args, { cwd: APP, env: { ...process.env, TEST_DATABASE_URL: PG_ADMIN_URL }, encoding: "utf8", maxBuffer: 16 * 2 ** 20 });
+    } catch (err) {
+      out = String((err as { stdout?: string }).stdout ?? err);
+      errors.push("chaos: a seed violated an invariant (see the notes)");
+    }
+    for (const line of out.split("\n").filter((l) => l.startsWith("seed ") || l.startsWith("  violation"))) notes.push(`chaos: ${line.trim()}`);
+  }
 
   let pgReachable: string | undefined;
   for (const name of BACKENDS) {

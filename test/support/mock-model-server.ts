@@ -166,6 +166,11 @@ export interface MockModelServer {
    * must be sent back). Off by default.
    */
   chatRequiresReasoningContent: boolean;
+  /**
+   * Decides the reply to a request from its content (tried before the queue; undefined: the queue
+   * decides): for concurrent turns, whose requests arrive in no fixed order.
+   */
+  respond?: (request: RecordedRequest) => MockStep | undefined;
   reset(): void;
   close(): Promise<void>;
 }
@@ -653,6 +658,7 @@ class MockModelServerImpl implements MockModelServer {
   contextLimit: number | null = null;
   readonly overflowed: RecordedRequest[] = [];
   chatRequiresReasoningContent = false;
+  respond?: (request: RecordedRequest) => MockStep | undefined;
 
   private readonly queue: MockStep[] = [];
   private readonly sockets = new Set<Socket>();
@@ -786,7 +792,7 @@ class MockModelServerImpl implements MockModelServer {
     }
     const refusal = api === "anthropic" ? anthropicThinkingRefusal(body) : null;
     if (refusal !== null) return this.sendError(res, api, seq, { kind: "error", status: 400, message: refusal });
-    let step: MockStep = this.queue.shift() ?? this.defaultReply;
+    let step: MockStep = this.respond?.(this.requests.at(-1)!) ?? this.queue.shift() ?? this.defaultReply;
     if (this.contextLimit !== null && step.kind !== "error" && step.kind !== "hang" && step.usage?.input === undefined) step = { ...step, usage: { ...step.usage, input: tokens } };
     const ctx: RenderCtx = { seq, model: typeof body.model === "string" ? body.model : "mock-model", body };
     const streaming = body.stream === true;
