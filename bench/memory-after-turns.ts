@@ -22,7 +22,7 @@ import postgres from "postgres";
 import { BenchMock, textChunks } from "./lib/mock.js";
 import { procCpuSeconds, procMemory, spawnServer } from "./lib/proc.js";
 import { StreamClient } from "./lib/stream-client.js";
-import { nextMarker, runTurn } from "./lib/turn-driver.js";
+import { BENCH_CWD, nextMarker, runTurn } from "./lib/turn-driver.js";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -84,7 +84,7 @@ async function main() {
     rss(srv.pid, "idle, 1 s after ready");
 
     let c = await StreamClient.connect(srv.url);
-    const threadId = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+    const threadId = (await c.request("thread/start", { cwd: BENCH_CWD })).thread.id;
     const cpu0 = procCpuSeconds(srv.pid);
     for (let i = 0; i < 20; i++) {
       const r = await runTurn(c, threadId, nextMarker("mem"));

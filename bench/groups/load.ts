@@ -15,7 +15,7 @@ import { BenchMock, textChunks } from "../lib/mock.js";
 import { httpGetText, metricValue, procCpuSeconds, procMemory } from "../lib/proc.js";
 import { fmtMs, summarize } from "../lib/stats.js";
 import { connectMany, pool, StreamClient } from "../lib/stream-client.js";
-import { nextMarker, runTurn, streamRound, threadsFor } from "../lib/turn-driver.js";
+import { BENCH_CWD, nextMarker, runTurn, streamRound, threadsFor } from "../lib/turn-driver.js";
 import { LOAD_LIMITS, STREAM } from "./turns.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -96,7 +96,7 @@ export async function groupLoad(ctx: BenchContext, b: Backend): Promise<void> {
     const driver = await StreamClient.connect(srv.url, "busy-driver");
     const slow = await StreamClient.connect(srv.url, "slow-reader");
     extra.push(driver, slow);
-    const busyThread = (await driver.request("thread/start", { cwd: "/home/dev/bench", modelProvider: "anthropic", model: "mock-model" })).thread.id;
+    const busyThread = (await driver.request("thread/start", { cwd: BENCH_CWD, modelProvider: "anthropic", model: "mock-model" })).thread.id;
     busyMock.enqueue({ text: "warm" });
     await runTurn(driver, busyThread, nextMarker("b")); // warm-up: loads the anthropic SDK
     await slow.request("thread/resume", { threadId: busyThread });

@@ -15,7 +15,7 @@ import { PgCountingProxy } from "../lib/pg-proxy.js";
 import { httpGetText, metricValue, procCpuSeconds, procMemory, type ServerProcess } from "../lib/proc.js";
 import { fmtMs, summarize } from "../lib/stats.js";
 import { connectMany, pool, StreamClient } from "../lib/stream-client.js";
-import { nextMarker, runTurn, streamRound, threadsFor, turnTiming, type StreamSlot, type TurnTiming } from "../lib/turn-driver.js";
+import { BENCH_CWD, nextMarker, runTurn, streamRound, threadsFor, turnTiming, type StreamSlot, type TurnTiming } from "../lib/turn-driver.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -62,7 +62,7 @@ async function turnOverhead(ctx: BenchContext, b: Backend, srv: ServerProcess, m
   try {
     const reply = { text: textChunks(5) };
     // Warm-up: the first turn imports the provider SDK and opens the HTTP connection (~300 ms).
-    const warm = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+    const warm = (await c.request("thread/start", { cwd: BENCH_CWD })).thread.id;
     for (let i = 0; i < n.warmup; i++) {
       mock.enqueue(reply);
       await runTurn(c, warm, nextMarker("w"));
@@ -74,7 +74,7 @@ async function turnOverhead(ctx: BenchContext, b: Backend, srv: ServerProcess, m
     const start = Date.now();
     const w0 = process.hrtime.bigint() / 1000n;
     for (let t = 0; t < n.threads && Date.now() - start < 60_000; t++) {
-      const threadId = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+      const threadId = (await c.request("thread/start", { cwd: BENCH_CWD })).thread.id;
       for (let i = 0; i < n.perThread; i++) {
         mock.enqueue(reply);
         const r = await runTurn(c, threadId, nextMarker("o"));
@@ -219,7 +219,7 @@ async function rssPerThread(ctx: BenchContext, b: Backend, srv: ServerProcess, s
     const loadThreads = async (count: number) => {
       const ids = Array.from({ length: count }, (_, i) => i);
       await pool(ids, 4, async () => {
-        const threadId = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+        const threadId = (await c.request("thread/start", { cwd: BENCH_CWD })).thread.id;
         const r = await runTurnShared(c, threadId);
         if (r !== "completed") throw new Error(`turn ended ${r}`);
       });
@@ -287,7 +287,7 @@ async function statementsPerTurn(ctx: BenchContext, b: Backend, mock: BenchMock,
   const direct = postgres(b.databaseUrl!, { max: 1, onnotice: () => {} });
   const c = await StreamClient.connect(srv.url);
   try {
-    const warm = (await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id;
+    const warm = (await c.request("thread/start", { cwd: BENCH_CWD })).thread.id;
     for (let i = 0; i < 3; i++) {
       mock.enqueue({ text: textChunks(10) });
       await runTurn(c, warm, nextMarker("w"));
@@ -295,7 +295,7 @@ async function statementsPerTurn(ctx: BenchContext, b: Backend, mock: BenchMock,
     for (const chunks of [10, 100, 1000]) {
       // Two turns per thread (the first turn of a thread also stores the environment context).
       const threads: string[] = [];
-      for (let i = 0; i < turnsPerSize / 2; i++) threads.push((await c.request("thread/start", { cwd: "/home/dev/bench" })).thread.id);
+      for (let i = 0; i < turnsPerSize / 2; i++) threads.push((await c.request("thread/start", { cwd: BENCH_CWD })).thread.id);
       await sleep(200);
       const before = proxy.snapshot();
       let turns = 0;

@@ -3,9 +3,13 @@
  * numbers: per-turn wall time split around the model call, and per-delta forwarding latency
  * (mock wrote the chunk → client received the matching item/agentMessage/delta).
  */
+import os from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { MARK, textChunks, type BenchMock, type MockReply } from "./mock.js";
 import { procCpuSeconds } from "./proc.js";
+
+/** The working directory of bench threads: one that exists (a turn refuses a missing cwd, issue 31). */
+export const BENCH_CWD = os.tmpdir();
 import { pool, type StreamClient } from "./stream-client.js";
 
 const ms = (ns: bigint) => Number(ns) / 1e6;
@@ -216,6 +220,6 @@ export async function streamRound(mock: BenchMock, serverPid: number, slots: Str
 }
 
 /** Starts one thread per client (the client is subscribed to it, so it stays loaded). */
-export async function threadsFor(clients: StreamClient[], concurrency = 25, params: object = { cwd: "/home/dev/bench" }): Promise<StreamSlot[]> {
+export async function threadsFor(clients: StreamClient[], concurrency = 25, params: object = { cwd: BENCH_CWD }): Promise<StreamSlot[]> {
   return pool(clients, concurrency, async (client) => ({ client, threadId: (await client.request("thread/start", params)).thread.id as string }));
 }
