@@ -8,7 +8,7 @@
  */
 import type { TransactionSql } from "postgres";
 import type { ThreadItem } from "../protocol/items.js";
-import type { ItemRecord, StoredEvent } from "../store/records.js";
+import type { ItemRecord } from "../store/records.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
 import { startedCallsOf } from "./history-log.js";
 import type { TurnDeps } from "./turn-deps.js";
@@ -66,8 +66,7 @@ export class ItemRecorder {
     return this.write(tx, thread, turn, item, ordinal, status, now);
   }
 
-  /** `events`: stored by the same statement (they announce this row). */
-  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number, events: StoredEvent[] = []): Promise<void> {
+  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
     const callId = currentCall.getStore() ?? null;
     const record: ItemRecord = {
       id: item.id,
@@ -84,7 +83,7 @@ export class ItemRecorder {
     };
     // From now on a missing result for this call means "outcome unknown", not "not executed".
     if (callId !== null) startedCallsOf(thread).add(callId);
-    return this.deps.turns.insertItem(tx, { ...record, callId }, events);
+    return this.deps.turns.insertItem(tx, { ...record, callId });
   }
 }
 

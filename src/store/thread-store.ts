@@ -81,7 +81,7 @@ type ThreadPatch = Partial<
 const json = (sql: Queryable, v: unknown) => sql.json(storableText(v) as JSONValue);
 
 /** `insert into thread_events ${eventRows(...)}`: the rows of `events` (their stored form). */
-export function eventRows(q: Queryable, threadId: string, events: StoredEvent[]) {
+function eventRows(q: Queryable, threadId: string, events: StoredEvent[]) {
   const rows = events.map((e) => ({
     thread_id: threadId,
     seq: e.seq,

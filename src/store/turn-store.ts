@@ -4,8 +4,8 @@ import type { Message } from "../agent/messages.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { HistoryEntry } from "../runtime/history.js";
 import { storableText } from "./text.js";
-import { itemColumns, type ItemRecord, type StoredEvent, type TurnRecord } from "./records.js";
-import { eventRows, type Queryable } from "./thread-store.js";
+import { itemColumns, type ItemRecord, type TurnRecord } from "./records.js";
+import type { Queryable } from "./thread-store.js";
 
 const json = (q: Queryable, v: unknown) => q.json(storableText(v) as JSONValue);
 
@@ -55,13 +55,10 @@ export class TurnStore {
     return rows[0] ?? null;
   }
 
-  /** `events`: inserted by the same statement (the notifications announcing the item). */
-  async insertItem(q: Queryable, i: Omit<ItemRecord, "completedAtMs"> & { completedAtMs?: number | null; callId?: string | null }, events: StoredEvent[] = []): Promise<void> {
-    const item = q`
+  async insertItem(q: Queryable, i: Omit<ItemRecord, "completedAtMs"> & { completedAtMs?: number | null; callId?: string | null }): Promise<void> {
+    await q`
       insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms, completed_at_ms, call_id)
       values (${i.id}, ${i.threadId}, ${i.turnId}, ${i.ordinal}, ${i.type}, ${i.status}, ${json(q, i.payload)}, ${i.startedAtMs}, ${i.completedAtMs ?? null}, ${i.callId ?? null})`;
-    if (events.length === 0) await item;
-    else await q`with item as (${item}) insert into thread_events ${eventRows(q, i.threadId, events)}`;
   }
 
   /** Marks an item as waiting on a server request (null: no longer waiting). */

@@ -26,6 +26,7 @@ import path from "node:path";
 import postgres from "postgres";
 import { TestClient, type Frame } from "./client.js";
 import { Cluster, type Node } from "./cluster.js";
+import { isDelta } from "./durability.js";
 import type { MockModelServer, MockStep, RecordedRequest } from "./mock-model-server.js";
 import { TcpProxy } from "./tcp-proxy.js";
 
@@ -75,7 +76,6 @@ function bounded<T>(p: Promise<T>, what: string, ms = 15_000): Promise<T> {
   let timer: NodeJS.Timeout;
   return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
 }
-const isDelta = (m: string) => m.endsWith("Delta") || m.endsWith("/delta");
 
 /**
  * The mock's reply from the request alone (turns run concurrently, on any process): the newest
