@@ -27,7 +27,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 # public/ (the web playground) is optional: make sure the runtime stage has something to copy.
-RUN npm run build && mkdir -p public
+# patches/ (a postgres.js fix, see patches/README.md) is applied here: npm ci ran with --ignore-scripts.
+# The bundle built from it carries the fix into the runtime stage.
+RUN npx patch-package && npm run build && mkdir -p public
 
 # ---- runtime: production dependencies only; the server runs as `node` ----
 FROM node:24.21.0-slim AS runtime

@@ -235,6 +235,9 @@ describe("Dockerfile", () => {
     expect(build).toBeDefined();
     expect(argsOf(build, "RUN").join("\n")).toMatch(/\bnpm ci\b/);
     expect(argsOf(build, "RUN").join("\n")).toMatch(/\bnpm run build\b/);
+    // npm ci ran with --ignore-scripts: the dependency patches (patches/) go in before the build
+    // bundles the patched code.
+    expect(argsOf(build, "RUN").join("\n")).toMatch(/\bpatch-package\b[^\n]*&& npm run build\b/);
   });
 
   it("installs production dependencies only in the runtime stage", () => {

@@ -211,8 +211,10 @@ describe("backpressure", () => {
     expect(deltas.length).toBeLessThan(chunks.length); // merged while it was not reading
     const seqs = deltas.map((f) => f.params.seq);
     expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
-    // The watcher, which kept reading, got them one by one.
-    expect(watcher.notifications("item/agentMessage/delta")).toHaveLength(chunks.length);
+    // The watcher, which kept reading, got the whole text too. (How many frames it took is the
+    // machine's business: a watcher that falls 64 KiB behind on a loaded machine is merged too.)
+    const watched = watcher.notifications("item/agentMessage/delta");
+    expect(watched.map((f) => f.params.delta).join("")).toBe(chunks.join(""));
     const metrics = await (await fetch(`${h.ts.httpUrl}/metrics`)).text();
     expect(metrics).toMatch(/app_server_coalesced_deltas_total [1-9]/);
   });
