@@ -8,9 +8,8 @@
  * and the seed picks one fault for it: none, one process's database link cut for 1.5–4.5 s, a
  * kill -9 of one process followed by a restart, or a client dropped and reconnected.
  *
- * Known: a link cut while a transaction is in flight can crash a process (postgres.js 3.4.9 writes
- * to the closed socket from a timer: "Cannot read properties of null (reading 'write')"); the run
- * reports that as a violation ("exited by itself"). CI's seed therefore draws no cuts yet.
+ * A process that dies by itself (as postgres.js 3.4.9 made one whose link was cut mid-transaction,
+ * before patches/postgres+3.4.9.patch) is a violation ("exited by itself").
  *
  * At the end the invariants are read from the database and from every client's record:
  *   - every turn ended, with exactly one stored turn/completed, of the stored status;
