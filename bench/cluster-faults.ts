@@ -8,6 +8,9 @@
  *   2. Takeover: C runs a turn whose command waits for a file; the bench cuts C's link and lets
  *      the command finish. Measured: cut → the turn closed in the database by another process's
  *      sweeper; link restored → C's client told that stored ending. Rounds: --rounds=N (default 5).
+ *   3. The same when C's link hangs (TCP up, nothing moves) mid-transaction, holding the thread's
+ *      row: stall → swept (the server ends C's idle transaction after C's lease TTL); relay
+ *      latency between A and B while C hangs is measured in 1.
  * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-faults.ts
  * Only 127.0.0.1 traffic; every wait is bounded.
  */
@@ -69,6 +72,11 @@ try {
   proxy.cut();
   const faulted = await relayed(3);
   proxy.restore();
+  // C back before its link hangs (a stall: TCP up, no byte moves; C's queries wait, not fail).
+  await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400);
+  proxy.stall();
+  const stalled = await relayed(3);
+  proxy.unstall();
   // C back in the registry before the takeover rounds.
   await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400);
 
@@ -105,10 +113,37 @@ try {
     toldMs.push(performance.now() - restoredAt);
     outcomes.push(`${row!.status}/${told.params.turn.status}`);
   }
+  // 3. Takeover of C's turn when C's link hangs in the middle of the transaction that records its
+  // command's end (the fence holds the thread's row): the server ends C's idle transaction after
+  // C's lease TTL, then the sweeper can take the thread.
+  const stallSweptMs: number[] = [];
+  const stallToldMs: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const dir = path.join(ws, `s${round}`);
+    await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400, 50, "C registered again");
+    const threadId = (await cc.request("thread/start", { cwd: ws, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id as string;
+    mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: `while [ ! -f ${dir} ]; do sleep 0.02; done; echo stall-$((${round}+1000))` } }] });
+    const t = (await cc.request("turn/start", { threadId, input: text("wait") })).turn;
+    await cc.waitForNotification("item/started", (p) => p.turnId === t.id && p.item?.type === "commandExecution", 60_000);
+    const hung = proxy.stallWhen(`stall-${round + 1000}`);
+    writeFileSync(dir, "");
+    await hung;
+    const stalledAt = performance.now();
+    await eventually(async () => {
+      const rows = await sql`select status from turns where id = ${t.id}`;
+      return rows[0]?.status !== "inProgress" ? rows : null;
+    }, 2400, 50, "the hung process's turn taken over");
+    stallSweptMs.push(performance.now() - stalledAt);
+    const back = performance.now();
+    proxy.unstall();
+    await turnCompleted(cc, t.id, 120_000);
+    stallToldMs.push(performance.now() - back);
+  }
   console.log(
     JSON.stringify({
-      relayAddedMs: { healthy: fmt(healthy), whileAnotherProcessIsCut: fmt(faulted) },
+      relayAddedMs: { healthy: fmt(healthy), whileAnotherProcessIsCut: fmt(faulted), whileAnotherProcessHangs: fmt(stalled) },
       takeover: { rounds: ROUNDS, cutToSweptMs: fmt(sweptMs), restoreToToldMs: fmt(toldMs), storedVsTold: outcomes },
+      takeoverOfAHungTransaction: { rounds: ROUNDS, stallToSweptMs: fmt(stallSweptMs), unstallToToldMs: fmt(stallToldMs) },
     }),
   );
 } finally {

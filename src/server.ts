@@ -29,7 +29,8 @@ import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { providerCredentials } from "./runtime/provider-credentials.js";
 import { ThreadRuntime } from "./runtime/threads.js";
-import { startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
+import { sessionNameOf } from "./store/lease-store.js";
+import { leaseTtlFromEnv, startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
 import { DEFAULT_STREAM_IDLE_TIMEOUT_MS, TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { loadHookConfig } from "./hooks/config.js";
 import { HookRunner } from "./hooks/runner.js";
@@ -51,7 +52,7 @@ import { loadOrCreateHomeToken, peerUidSupported } from "./transport/auth.js";
 import { Admission } from "./identity/admission.js";
 import { osUserName, Team } from "./identity/team.js";
 import type { Principal } from "./identity/principal.js";
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { locateMcpConfig } from "./mcp/config.js";
 import { McpManager } from "./mcp/manager.js";
 import { mcpSource } from "./mcp/source.js";
@@ -256,6 +257,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   if (ws) metrics.trackOutbound(() => ws.bufferedBytes());
 
+  // The cluster's id of this process, known before the database opens: its sessions carry it, so
+  // a process that takes this one for dead can end them (LeaseStore.endSessionsOfDead).
+  const processId = randomUUID();
   let db: Database;
   try {
     signal?.throwIfAborted();
@@ -264,6 +268,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       databaseUrl: opts.databaseUrl,
       dataDir: path.join(opts.home, "pglite"),
       maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
+      idleInTransactionTimeoutMs: leaseTtlFromEnv(process.env),
+      applicationName: sessionNameOf(processId),
       ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
       ...(signal ? { signal } : {}),
       ...opts.database,
@@ -405,7 +411,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   let cluster: ClusterHandle;
   try {
     await unlessAborted(sandboxStatus, signal);
-    cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env }), signal, (late) => late.close());
+    cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env, processId }), signal, (late) => late.close());
     registered.processId = cluster.links.leases.processId;
   } catch (err) {
     await threadMcp.close();

@@ -85,4 +85,76 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
       ws.cleanup();
     }
   }, TIMEOUT);
+
+  // A hung network path (or a frozen process) in the middle of a transaction: A's fence has
+  // row-locked the thread, the server waits for the rest of the transaction, and TCP keeps the
+  // path open. B's sweeper skips a locked thread, so the turn stayed in progress, and the thread
+  // A's, for as long as the path hung. Now the server ends A's session once it sits idle in the
+  // transaction for A's lease TTL, and B's sweeper, finding A dead and the thread still locked,
+  // ends A's sessions (stuck inside a statement no server timeout covers); B takes the turn over.
+  // Once the path is back, A learns it lost the lease and its client gets B's ending.
+  it("a link that hangs mid-transaction holds the thread no longer than its lease", async () => {
+    const ws = makeWorkspace();
+    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: Number(new URL(fx.database.url).port || 5432) });
+    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, { APP_SERVER_LEASE_TTL_MS: "4000" });
+    try {
+      const a = await viaProxy.spawn();
+      const ca = await viaProxy.connect(a);
+      const b = await fx.cluster.spawn();
+      const cb = await fx.cluster.connect(b);
+      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id;
+      await cb.request("thread/resume", { threadId });
+      // The marker is only in the command's output (the shell computes it), so the first statement
+      // that carries it records the command's completion, after the fence.
+      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "while [ ! -f go ]; do sleep 0.05; done; echo hang-$((6*7))-here" } }] }, { text: "never asked" });
+      const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
+      await ca.waitForNotification("item/started", (p) => p.item?.type === "commandExecution");
+
+      const stalled = proxy.stallWhen("hang-42-here");
+      writeFileSync(path.join(ws.dir, "go"), "");
+      await stalled;
+      // A's session holds a transaction that wrote (the fence's row lock): between two statements
+      // ("idle in transaction") or inside one whose rest never came ("active", reading).
+      await eventually(async () => {
+        const rows = await fx.sql`select 1 from pg_stat_activity where datname = current_database() and backend_xid is not null and application_name like 'agent-app-server %'`;
+        return rows.length ? rows : null;
+      }, 600, 50, "A's open transaction");
+      // A's lease and its session end; B sweeps the turn while A's path still hangs.
+      const [swept] = await eventually(async () => {
+        const rows = await fx.sql`select status from turns where id = ${t1.id}`;
+        return rows[0]?.status !== "inProgress" ? rows : null;
+      }, 1200, 50, "the turn closed by B while A hangs");
+      expect(swept!.status).toBe("interrupted");
+      try {
+        expect((await turnCompleted(cb, t1.id, 30_000)).params.turn.status).toBe("interrupted");
+      } catch (e) {
+        console.log("B:", [...b.proc.stdoutLines, ...b.proc.stderrLines].filter((l) => !l.includes('"level":30')).join("\n"));
+        console.log("events:", (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`).join(", "));
+        console.log("cb:", cb.notifications().map((f) => `${f.params?.seq} ${f.method}`).join(", "));
+        throw e;
+      }
+      expect(ca.notifications("turn/completed").filter((f) => f.params.turn.id === t1.id), "A told nothing while hung").toEqual([]);
+
+      // The path comes back: A learns its session is gone, finds the lease taken and tells its
+      // client the stored ending, once.
+      proxy.unstall();
+      try {
+        expect((await turnCompleted(ca, t1.id, 30_000)).params.turn.status).toBe("interrupted");
+      } catch (e) {
+        console.log("A:", [...a.proc.stdoutLines, ...a.proc.stderrLines].filter((l) => !l.includes('"level":30')).join("\n"));
+        console.log("events:", (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`).join(", "));
+        console.log("ca:", ca.notifications().map((f) => `${f.params?.seq} ${f.method}`).join(", "));
+        throw e;
+      }
+      const stored = (await fx.sql`select method from thread_events where thread_id = ${threadId} and method = 'turn/completed'`).length;
+      expect(stored).toBe(1);
+      const t2 = (await cb.request("turn/start", { threadId, input: text("again") })).turn;
+      expect((await turnCompleted(ca, t2.id, 60_000)).params.turn.status).toBe("completed");
+      expect(ca.notifications("turn/completed").filter((f) => f.params.turn.id === t1.id)).toHaveLength(1);
+    } finally {
+      await viaProxy.close();
+      await proxy.close();
+      ws.cleanup();
+    }
+  }, TIMEOUT);
 });

@@ -53,14 +53,19 @@ async function nodeIdOf(home: string): Promise<{ id: string | null; unlock: () =
   return { id, unlock };
 }
 
-export async function startCluster(opts: { db: Database; home: string; runtime: ThreadRuntime; turns: TurnRunner; log: Logger; env: NodeJS.ProcessEnv }): Promise<ClusterHandle> {
+/** APP_SERVER_LEASE_TTL_MS, or the default: how long a silent process keeps its leases. */
+export function leaseTtlFromEnv(env: NodeJS.ProcessEnv): number {
+  return positive(env.APP_SERVER_LEASE_TTL_MS, DEFAULT_LEASE_TTL_MS);
+}
+
+export async function startCluster(opts: { db: Database; home: string; runtime: ThreadRuntime; turns: TurnRunner; log: Logger; env: NodeJS.ProcessEnv; processId?: string }): Promise<ClusterHandle> {
   const { db, runtime, turns } = opts;
   const log = opts.log.child({ component: "cluster" });
-  const ttlMs = positive(opts.env.APP_SERVER_LEASE_TTL_MS, DEFAULT_LEASE_TTL_MS);
+  const ttlMs = leaseTtlFromEnv(opts.env);
   const sweepMs = positive(opts.env.APP_SERVER_SWEEP_INTERVAL_MS, Math.min(5000, Math.max(100, Math.floor(ttlMs / 2))));
   const relayMs = positive(opts.env.APP_SERVER_RELAY_INTERVAL_MS, 20);
   const node = await nodeIdOf(opts.home);
-  const leases = new LeaseManager(new LeaseStore(db.sql), { ttlMs, nodeId: node.id }, log);
+  const leases = new LeaseManager(new LeaseStore(db.sql), { ttlMs, nodeId: node.id, ...(opts.processId ? { processId: opts.processId } : {}) }, log);
   const links = new ClusterLinks(leases, runtime, log);
   links.turns = turns;
   runtime.cluster = links;

@@ -46,10 +46,12 @@ export interface LeaseOptions {
   ttlMs: number;
   /** The home directory's node id (predecessors on the same home are expired at start). */
   nodeId: string | null;
+  /** This process's id (default: a new one); its database sessions carry it (sessionNameOf). */
+  processId?: string;
 }
 
 export class LeaseManager {
-  readonly processId = randomUUID();
+  readonly processId: string;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private lastHeartbeat = Date.now();
   /** Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases. */
@@ -66,6 +68,7 @@ export class LeaseManager {
     private readonly log: RuntimeLogger,
   ) {
     this.every = Math.max(100, Math.floor(opts.ttlMs / 3));
+    this.processId = opts.processId ?? randomUUID();
   }
 
   async start(): Promise<void> {

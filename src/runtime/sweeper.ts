@@ -4,6 +4,8 @@
  * partitioned, hung) — or that have no owner (data from before leases). For each, one transaction
  * locks the thread row `for update skip locked` and takes the lease, so exactly one process wins;
  * it closes the turns as interrupted (recovery.ts) or restores a turn that waited on an approval.
+ * A thread whose row stays locked while its owner reads dead is held by the owner's own stuck
+ * transaction: the sweeper ends the owner's database sessions (LeaseStore.endSessionsOfDead).
  * A live process's turns are never touched, so starting a process is always safe.
  */
 import type { LeaseManager } from "./leases.js";
@@ -50,19 +52,22 @@ export class Sweeper {
   private async passOnce(): Promise<void> {
     const store = this.runtime.store;
     if (!this.leases.judgesOthers()) return; // just back from a database outage (leases.ts)
-    let orphaned: string[];
+    let orphaned: Array<{ id: string; ownerId: string | null }>;
     try {
       orphaned = await this.leases.store.orphanedThreads();
     } catch (err) {
       this.leases.noteOutage();
       throw err;
     }
-    for (const threadId of orphaned) {
+    const endedSessionsOf = new Set<string>();
+    for (const { id: threadId, ownerId } of orphaned) {
       if (!this.leases.judgesOthers()) return; // the list may predate an outage it hung across
       let outcome: { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null = null;
+      let claimed = false;
       await store.transaction(async (tx) => {
         const claim = await this.leases.store.claimOrphan(tx, threadId, this.leases.processId);
-        if (!claim) return; // another process is on it, or its owner came back
+        if (!claim) return; // another process is on it, its owner came back, or its row is locked
+        claimed = true;
         if (!this.leases.judgesOthers()) throw new SweepDeferred(); // rolled back: not now
         const r = await recoverThread(store, tx, threadId, claim.seqReserved, this.log);
         // Closed turns leave the thread free; a restored one keeps running here, under this lease.
@@ -70,6 +75,16 @@ export class Sweeper {
         outcome = { restorable: r.restorable, lastSeq: r.lastSeq, epoch: claim.epoch };
       });
       const done = outcome as { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null;
+      if (!claimed && ownerId && !endedSessionsOf.has(ownerId)) {
+        // The row may be locked by the dead owner's own transaction, stuck where its process froze
+        // or its network path hangs: end its sessions (if it still reads dead); the next pass claims.
+        endedSessionsOf.add(ownerId);
+        const ended = await this.leases.store.endSessionsOfDead(ownerId).catch((err: unknown) => {
+          this.log.warn({ err, threadId, owner: ownerId }, "could not end the database sessions of a process taken for dead");
+          return 0;
+        });
+        if (ended > 0) this.log.warn({ threadId, owner: ownerId, sessions: ended }, "ended the database sessions of a process taken for dead: they held a thread it had a turn on");
+      }
       if (!done) continue;
       // Clients of the dead owner, now on other processes, learn how the turn ended.
       this.runtime.cluster?.fanout?.committed(threadId, done.lastSeq);

@@ -399,12 +399,22 @@ export class ThreadRuntime {
 
   /** A write was fenced off: another process owns the thread now; stop the turn running here. */
   leaseLost(thread: LoadedThread): void {
-    if (!thread.lease) return;
-    this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
-    thread.lease = null;
-    thread.entries = null;
-    thread.history = null;
-    (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
+    if (thread.lease) {
+      this.log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
+      thread.lease = null;
+      thread.entries = null;
+      thread.history = null;
+      (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
+    }
+    // This process's clients follow the thread from the log now: what the new owner stored (the
+    // turn's ending among it) reaches them after whatever is queued here. A relay of it that came
+    // while this process still took itself for the owner was not applied, and none may follow.
+    const cluster = this.cluster;
+    if (cluster) {
+      void thread
+        .enqueue(() => cluster.catchUp(thread))
+        .catch((err) => this.log.warn({ err, threadId: thread.id }, "could not deliver what the thread's new owner recorded; the next relay does"));
+    }
   }
 
   /**

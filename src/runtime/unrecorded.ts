@@ -113,13 +113,7 @@ export class UnrecordedEnds {
             // it recorded an ending of its own, which is the one this process's clients get.
             this.pending.delete(threadId);
             this.log.warn({ threadId, turnId: end.record.id }, "the end of a turn could not be recorded: the thread's lease was taken over meanwhile");
-            this.runtime.leaseLost(thread);
-            const cluster = this.runtime.cluster;
-            if (cluster) {
-              await thread
-                .enqueue(() => cluster.catchUp(thread))
-                .catch((e: unknown) => this.log.warn({ err: e, threadId }, "could not deliver the ending another process recorded; the next relay does"));
-            }
+            this.runtime.leaseLost(thread); // which delivers the stored ending from the log
             this.afterRecorded(thread);
           }
           // Otherwise the database is still away: the next pass tries again.

@@ -53,6 +53,17 @@ export interface OpenDatabaseOptions {
   /** Postgres pool size. */
   maxConnections?: number;
   /**
+   * Postgres only: the server ends a session of ours that sits in an open transaction this long
+   * (`idle_in_transaction_session_timeout`). Our transactions hold no one waiting on anything
+   * but the database, so this only happens to a process that froze or whose network path hangs
+   * mid-transaction: its row locks (a thread's fence) would otherwise keep other processes from
+   * taking over its threads for as long as TCP keeps the dead path open. The server passes the
+   * lease TTL: locks go when the leases do.
+   */
+  idleInTransactionTimeoutMs?: number;
+  /** Postgres only: the sessions' `application_name` (lease-store.ts sessionNameOf). */
+  applicationName?: string;
+  /**
    * PGlite only: its shared_buffers (PostgreSQL's `16MB`/`512kB`/`1GB` form; default 16MB).
    * PGlite's own default, 128MB, is touched at start: +110 MiB of RSS and ~30 % more start-up
    * CPU for a single-session database whose files the OS caches anyway.
@@ -107,7 +118,11 @@ async function openPostgres(url: string, opts: OpenDatabaseOptions): Promise<Dat
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     ...quiet,
     types,
-    connection: opts.schema ? { search_path: opts.schema } : {},
+    connection: {
+      ...(opts.schema ? { search_path: opts.schema } : {}),
+      ...(opts.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: opts.idleInTransactionTimeoutMs } : {}),
+      ...(opts.applicationName ? { application_name: opts.applicationName } : {}),
+    },
   });
   await sql`select 1`; // fail fast on a bad URL instead of at the first request
   return { kind: "postgres", sql, close: () => sql.end({ timeout: 5 }) };

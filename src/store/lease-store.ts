@@ -9,6 +9,14 @@ import type { Queryable } from "./thread-store.js";
 /** A thread row as a lease acquisition returns it (the caller's caches are refreshed from it). */
 export type LeasedRow = ThreadRecord & { leaseEpoch: number };
 
+/**
+ * The `application_name` of a process's database sessions: how another process finds the sessions
+ * of one it has taken for dead (endSessionsOfDead).
+ */
+export function sessionNameOf(processId: string): string {
+  return `agent-app-server ${processId}`;
+}
+
 /** `owner` is a live process (its heartbeat has not expired). */
 const alive = (q: Queryable, owner: ReturnType<Queryable>) =>
   q`exists (select 1 from processes p where p.id = ${owner} and p.expires_at > now())`;
@@ -96,12 +104,28 @@ export class LeaseStore {
   }
 
   /** Threads with a turn in progress whose owner is gone (or that never had one: older data). */
-  async orphanedThreads(): Promise<string[]> {
+  async orphanedThreads(): Promise<Array<{ id: string; ownerId: string | null }>> {
     const sql = this.sql;
-    const rows = await sql<{ id: string }[]>`
-      select distinct u.thread_id as id from turns u join threads t on t.id = u.thread_id
+    return sql<{ id: string; ownerId: string | null }[]>`
+      select distinct u.thread_id as id, t.owner_id from turns u join threads t on t.id = u.thread_id
       where u.status = 'inProgress' and (t.owner_id is null or not ${alive(sql, sql`t.owner_id`)})`;
-    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Ends the database sessions of `owner` if it still reads dead (its registration expired): a
+   * process frozen, or cut off by a network path that hangs, in the middle of a transaction keeps
+   * that transaction's row locks (a thread's fence) for as long as TCP keeps the path open, and no
+   * server timeout covers a session stuck inside a pipelined statement. Its leases are gone
+   * already; ending its sessions frees its locks and fences off anything it still had in flight.
+   * The number of sessions ended (0 when none, or when the owner is alive after all).
+   */
+  async endSessionsOfDead(owner: string): Promise<number> {
+    const sql = this.sql;
+    const [row] = await sql<{ ended: number }[]>`
+      select count(*) filter (where pg_terminate_backend(a.pid))::int as ended from pg_stat_activity a
+      where a.application_name = ${sessionNameOf(owner)} and a.pid <> pg_backend_pid()
+        and not ${alive(sql, sql`${owner}`)}`;
+    return row?.ended ?? 0;
   }
 
   /**

@@ -92,6 +92,8 @@ export function chaosReply(request: RecordedRequest, jobsFile: string): MockStep
 /** One client identity across its connections: what it received over all of them. */
 class LogicalClient {
   readonly frames: Frame[] = [];
+  /** Every resume it sent, for the violations' messages. */
+  readonly resumes: Array<{ threadId: string; afterSeq: number }> = [];
   conn: TestClient | null = null;
   private recorded = 0;
   constructor(public slot: number) {}
@@ -102,7 +104,11 @@ class LogicalClient {
     const c = await bounded(TestClient.initialized(url), "connect");
     this.conn = c;
     this.recorded = 0;
-    for (const threadId of threadIds) await bounded(c.request("thread/resume", { threadId, afterSeq: this.lastSeq(threadId), excludeTurns: true }), "thread/resume");
+    for (const threadId of threadIds) {
+      const afterSeq = this.lastSeq(threadId);
+      this.resumes.push({ threadId, afterSeq });
+      await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume");
+    }
   }
 
   /** Copies what the current connection received into the record. */
@@ -334,7 +340,13 @@ function checkInvariants(
         seqs.add(seq);
         if (log.get(seq) !== f.method) v.push(`client ${c.slot} was told ${f.method} at seq ${seq} of ${threadId}; the log has ${log.get(seq) ?? "nothing"}`);
       }
-      for (const e of stored.get(threadId)!) if (e.method === "turn/completed" && !seqs.has(e.seq)) v.push(`client ${c.slot} never saw the ending of turn ${e.params.turn.id}`);
+      for (const e of stored.get(threadId)!) {
+        if (e.method !== "turn/completed" || seqs.has(e.seq)) continue;
+        const around = [...seqs].filter((s) => Math.abs(s - e.seq) <= 6).sort((a, b) => a - b);
+        if (process.env.CHAOS_DEBUG) writeFileSync(`/tmp/chaos-missed-${c.slot}-${e.seq}.json`, JSON.stringify({ ending: e, stored: stored.get(threadId)!.map((x) => `${x.seq} ${x.method}`), seen: c.frames.filter((f) => f.params?.threadId === threadId).map((f) => `${f.params.seq} ${f.method}`), resumes: c.resumes }, null, 1));
+        const resumes = c.resumes.filter((r) => r.threadId === threadId).map((r) => r.afterSeq);
+        v.push(`client ${c.slot} never saw the ending of turn ${e.params.turn.id} (seq ${e.seq} of ${threadId}; it saw ${around.join(", ") || "none"} near it; resumed after ${resumes.join(", ")})`);
+      }
     }
   }
 }

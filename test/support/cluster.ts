@@ -74,13 +74,13 @@ export class Cluster {
 }
 
 /** Polls `check` until it returns a value (bounded by attempts, not by a wall-clock limit in the test). */
-export async function eventually<T>(check: () => Promise<T | undefined | null | false>, attempts = 200, pauseMs = 50): Promise<T> {
+export async function eventually<T>(check: () => Promise<T | undefined | null | false>, attempts = 200, pauseMs = 50, what = "the condition"): Promise<T> {
   for (let i = 0; i < attempts; i++) {
     const v = await check();
     if (v) return v;
     await new Promise((r) => setTimeout(r, pauseMs));
   }
-  throw new Error("condition not reached");
+  throw new Error(`${what} was not reached in ${attempts} checks ${pauseMs} ms apart`);
 }
 
 /** What each test of a cluster file gets (useCluster): fresh for every test, closed after it. */

@@ -1,7 +1,10 @@
 /**
  * A TCP proxy on loopback in front of one server (the test's Postgres), for faults of one
  * process's database link: `cut()` drops every connection and refuses new ones at once (a cable
- * pulled, a firewall), `restore()` lets them through again. Other processes, connected directly,
+ * pulled, a firewall), `restore()` lets them through again. `stall()` keeps every connection open
+ * but forwards nothing either way (a hung network path, a frozen database host: TCP stays up, no
+ * byte moves; new connections wait too) until `unstall()`; `stallWhen(marker)` does so in the middle of
+ * a transaction. Other processes, connected directly,
  * keep their database. `loseCommitAcknowledgement(marker)`: the next transaction whose statements
  * mention `marker` commits in Postgres, but the connection drops before the client hears so (the
  * client cannot tell whether it committed).
@@ -14,7 +17,11 @@ const COMMIT_COMPLETE = Buffer.from("COMMIT\0");
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private cutOff = false;
+  private stalled = false;
+  /** Connections accepted while stalled: piped once the stall ends. */
+  private held: net.Socket[] = [];
   private commitLoss: { marker: Buffer; done: () => void } | null = null;
+  private stallOn: { marker: Buffer; done: () => void } | null = null;
 
   private constructor(
     private readonly server: net.Server,
@@ -25,6 +32,11 @@ export class TcpProxy {
     let proxy: TcpProxy | undefined;
     const server = net.createServer((client) => {
       if (proxy!.cutOff) return void client.destroy();
+      if (proxy!.stalled) {
+        client.pause();
+        client.on("error", () => {});
+        return void proxy!.held.push(client);
+      }
       const upstream = net.connect(target.port, target.host);
       for (const s of [client, upstream]) {
         proxy!.sockets.add(s);
@@ -37,6 +49,12 @@ export class TcpProxy {
         const loss = proxy!.commitLoss;
         if (loss && chunk.includes(loss.marker)) marked = true;
         upstream.write(chunk);
+        const stallOn = proxy!.stallOn;
+        if (stallOn && chunk.includes(stallOn.marker)) {
+          proxy!.stallOn = null;
+          proxy!.stall();
+          stallOn.done();
+        }
       });
       upstream.on("data", (chunk: Buffer) => {
         const loss = proxy!.commitLoss;
@@ -71,8 +89,34 @@ export class TcpProxy {
     return new Promise((done) => (this.commitLoss = { marker: Buffer.from(marker), done }));
   }
 
+  /**
+   * Stalls the link (as `stall()`) right after the first statement that mentions `marker` has gone
+   * to the server: mid-transaction, the server runs it and waits for a COMMIT that never comes.
+   */
+  stallWhen(marker: string): Promise<void> {
+    return new Promise((done) => (this.stallOn = { marker: Buffer.from(marker), done }));
+  }
+
+  /** Stops every byte both ways (sockets paused: the kernel buffers fill, nothing is closed). */
+  stall(): void {
+    this.stalled = true;
+    for (const s of this.sockets) s.pause();
+  }
+
+  unstall(): void {
+    this.stalled = false;
+    for (const s of this.sockets) s.resume();
+    const held = this.held;
+    this.held = [];
+    for (const client of held) {
+      this.server.emit("connection", client);
+      client.resume();
+    }
+  }
+
   cut(): void {
     this.cutOff = true;
+    for (const s of this.held.splice(0)) s.destroy();
     for (const s of this.sockets) s.destroy();
   }
 
@@ -82,6 +126,7 @@ export class TcpProxy {
 
   async close(): Promise<void> {
     this.cut();
+    this.unstall();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
