@@ -1,6 +1,7 @@
 /** Relaying deltas larger than one NOTIFY payload: split into parts, joined by the listener. */
 import { describe, expect, it } from "vitest";
 import { DeltaParts, splitDelta, type RelayedDelta } from "../src/runtime/fanout.js";
+import { gapBelow } from "../src/runtime/cluster.js";
 
 const delta = (seq: number, text: string): RelayedDelta => ({ seq, method: "item/agentMessage/delta", params: { threadId: "t", turnId: "u", itemId: "i", delta: text, seq }, emittedAtMs: 1 });
 
@@ -23,5 +24,21 @@ describe("splitDelta / DeltaParts", () => {
     expect(joined![0]).toBe(9);
     expect(joined![2].delta).toBe(text);
     expect((joined![2].delta as string).includes("\ufffd")).toBe(false);
+  });
+});
+
+describe("gapBelow (a listener reads the log before relayed deltas when numbers are missing)", () => {
+  const d = (...seqs: number[]) => seqs.map((seq) => ({ seq }));
+  it("finds none when the deltas follow what was delivered or what the wake-up covers", () => {
+    expect(gapBelow(10, 0, d(11, 12, 13))).toBe(false);
+    expect(gapBelow(10, 14, d(15, 16))).toBe(false);
+    expect(gapBelow(10, 14, d(12, 15))).toBe(false); // 12 is covered by the log read up to 14
+    expect(gapBelow(10, 0, [])).toBe(false);
+  });
+
+  it("finds one when a number below a delta is neither delivered, covered nor relayed", () => {
+    expect(gapBelow(10, 0, d(12))).toBe(true); // 11 unread: a wake-up that never came
+    expect(gapBelow(5144, 0, d(5172))).toBe(true);
+    expect(gapBelow(10, 14, d(15, 17))).toBe(true);
   });
 });

@@ -90,6 +90,7 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
       }
       const since = fanout.hellosHeard;
       fanout.peersSeen((await leases.store.liveOthers(leases.processId)).length, since, leases.judgesOthers());
+      await links.reconcileFollowed();
     };
   }
   const sweeper = new Sweeper(runtime, leases, (r, epoch) => turns.restore(r, epoch), log);

@@ -73,17 +73,38 @@ export class ClusterLinks {
     for (const threadId of this.runtime.loaded.keys()) this.onListen(threadId);
   }
 
+  /**
+   * The slow path under the wake-ups (run with each heartbeat): a followed thread whose log has
+   * grown past what this process delivered catches up. NOTIFY is not durable — a wake-up sent
+   * while this process re-listened, or one the owner could not send, is gone, and a thread that
+   * then goes quiet would never wake its followers here — so a client is in the dark for at most
+   * one heartbeat interval, never for good. One index probe per followed thread with subscribers.
+   */
+  async reconcileFollowed(): Promise<void> {
+    const followed = [...this.runtime.loaded.values()].filter((t) => !t.lease && t.subscribers.size > 0 && t.deliveredSeq >= 0);
+    if (followed.length === 0) return;
+    const stored = await this.runtime.store.maxEventSeqs(followed.map((t) => t.id));
+    for (const thread of followed) {
+      if ((stored.get(thread.id) ?? 0) > thread.deliveredSeq) this.onListen(thread.id);
+    }
+  }
+
   private async apply(thread: LoadedThread, msg: FanoutMessage): Promise<void> {
     if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.runtime.store.maxEventSeq(thread.id);
     const from = thread.deliveredSeq;
-    const stored = msg.m > from ? await this.runtime.store.eventsBetween(thread.id, from, msg.m) : [];
-    const merged = [
-      ...stored.map((e) => ({ seq: e.seq, method: e.method, params: e.params, emittedAtMs: e.emittedAtMs })),
-      ...this.partsOf(thread.id)
-        .collect(msg.d)
-        .filter(([seq]) => seq > from)
-        .map(([seq, method, params, emittedAtMs]) => ({ seq, method, params, emittedAtMs })),
-    ].sort((a, b) => a.seq - b.seq);
+    const deltas = this.partsOf(thread.id)
+      .collect(msg.d)
+      .filter(([seq]) => seq > from)
+      .map(([seq, method, params, emittedAtMs]) => ({ seq, method, params, emittedAtMs }))
+      .sort((a, b) => a.seq - b.seq);
+    // The log up to the wake-up; and up to the last delta when the numbers between what was
+    // delivered and the deltas are not all accounted for: a wake-up that never came (the owner
+    // could not notify, this process was re-listening) left events below the deltas unread, and
+    // delivering a delta first would skip them for good. The owner relays a delta only after
+    // every event numbered before it has committed, so they are in the log by now.
+    const upTo = Math.max(msg.m, gapBelow(from, msg.m, deltas) ? deltas[deltas.length - 1]!.seq : 0);
+    const stored = upTo > from ? await this.runtime.store.eventsBetween(thread.id, from, upTo) : [];
+    const merged = [...stored.map((e) => ({ seq: e.seq, method: e.method, params: e.params, emittedAtMs: e.emittedAtMs })), ...deltas].sort((a, b) => a.seq - b.seq);
     this.deliverAll(thread, merged);
     if (msg.r || stored.some((e) => e.method === "thread/status/changed")) await this.mirrorRequests(thread);
   }
@@ -202,3 +223,17 @@ export class ClusterLinks {
 }
 
 export type { ServerNotificationMethod };
+
+/**
+ * Whether some number between `from` (delivered) and the last of `deltas` (sorted by seq) is
+ * neither covered by the wake-up (`m`: the log is read up to it) nor one of the deltas.
+ */
+export function gapBelow(from: number, m: number, deltas: ReadonlyArray<{ seq: number }>): boolean {
+  let next = Math.max(from, m) + 1;
+  for (const d of deltas) {
+    if (d.seq < next) continue;
+    if (d.seq > next) return true;
+    next = d.seq + 1;
+  }
+  return false;
+}

@@ -178,6 +178,14 @@ export class ThreadStore {
     return row?.n == null ? 0 : Number(row.n);
   }
 
+  /** The highest stored seq of each thread (0 when none): one index probe per thread. */
+  async maxEventSeqs(threadIds: string[]): Promise<Map<string, number>> {
+    if (threadIds.length === 0) return new Map();
+    const rows = await this.sql<{ id: string; n: number | null }[]>`
+      select x.id, (select max(e.seq) from thread_events e where e.thread_id = x.id) as n from unnest(${threadIds}::text[]) as x(id)`;
+    return new Map(rows.map((r) => [r.id, r.n == null ? 0 : Number(r.n)]));
+  }
+
   /** Stored events with afterSeq < seq <= upTo, in order. */
   async eventsBetween(threadId: string, afterSeq: number, upTo: number): Promise<StoredEvent[]> {
     return this.eventsWhere(threadId, afterSeq, this.sql`and seq <= ${upTo} order by seq`);
