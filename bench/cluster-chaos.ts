@@ -28,9 +28,10 @@ for (const seed of SEEDS) {
     const kinds = [...new Set(faults)].map((k) => `${faults.filter((f) => f === k).length}× ${k}`).join(", ");
     console.log(
       `seed ${seed}: ${ROUNDS} rounds, ${r.turns} turns in ${((performance.now() - t0) / 1000).toFixed(0)} s; faults: ${kinds}; ` +
-        `commands stored completed ${r.commands.stored}, ran ${r.commands.ran}; turn start→stored end p50 ${pct(r.turnMs, 50).toFixed(0)} ms, p99 ${pct(r.turnMs, 99).toFixed(0)} ms; ` +
-        `violations: ${r.violations.length}`,
+        `commands stored completed ${r.commands.stored}, ran ${r.commands.ran}; turn started→ended (stored times) p50 ${pct(r.turnMs, 50).toFixed(0)} ms, p99 ${pct(r.turnMs, 99).toFixed(0)} ms; ` +
+        `endings: ${JSON.stringify(r.endings)}; unanswered requests: ${r.unanswered.join(", ") || "none"}; violations: ${r.violations.length}`,
     );
+    for (const e of new Set(r.errors)) console.log(`  failed turns' error: ${e} (×${r.errors.filter((x) => x === e).length})`);
     for (const v of r.violations) console.log(`  violation: ${v}`);
     if (r.violations.length) failed = true;
   } finally {

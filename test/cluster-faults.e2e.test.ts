@@ -15,7 +15,7 @@ import type { TestClient } from "./support/client.js";
 import { text, turnCompleted } from "./support/turns.js";
 import { threadNotifications, isDelta } from "./support/durability.js";
 import { makeWorkspace } from "./support/approvals.js";
-import { Cluster, eventually, useCluster } from "./support/cluster.js";
+import { Cluster, eventually, useCluster, type Node } from "./support/cluster.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
 
 const TIMEOUT = 120_000;
@@ -24,25 +24,55 @@ const SHORT_LEASES = { APP_SERVER_LEASE_TTL_MS: "1500" };
 describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () => {
   const fx = useCluster(SHORT_LEASES);
 
-  it("tells its clients no ending it could not store; the ending another process stored reaches them once", async () => {
+  /** `wait`, and if it fails: what the process warned of, the thread's log and what the client got. */
+  async function explained<T>(wait: Promise<T>, node: Node, client: TestClient, threadId: string): Promise<T> {
+    try {
+      return await wait;
+    } catch (err) {
+      const log = [...node.proc.stdoutLines, ...node.proc.stderrLines].filter((l) => !l.includes('"level":30'));
+      const stored = (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`);
+      const got = client.notifications().map((f) => `${f.params?.seq} ${f.method}`);
+      throw new Error(`${(err as Error).message}\nprocess log:\n${log.join("\n")}\nstored: ${stored.join(", ")}\nreceived: ${got.join(", ")}`);
+    }
+  }
+
+  /**
+   * A, through a proxy the test faults (lease TTL `ttlMs`), runs a turn whose shell command waits
+   * for a file `go` and then echoes `output`; B, connected directly, follows the thread.
+   */
+  async function commandWaitingOnA(ttlMs: string, output: string) {
     const ws = makeWorkspace();
     const proxy = await TcpProxy.start({ host: "127.0.0.1", port: Number(new URL(fx.database.url).port || 5432) });
-    // A's own TTL is longer: a heartbeat of A starved of CPU on a loaded machine must not let B take
-    // the thread before the cut (the takeover waits for A's registration to expire either way).
-    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, { APP_SERVER_LEASE_TTL_MS: "6000" });
+    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, { APP_SERVER_LEASE_TTL_MS: ttlMs });
+    const close = async () => {
+      await viaProxy.close();
+      await proxy.close();
+      ws.cleanup();
+    };
     try {
       const a = await viaProxy.spawn();
       const ca = await viaProxy.connect(a);
       const b = await fx.cluster.spawn();
       const cb = await fx.cluster.connect(b);
-      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id;
+      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id as string;
       await cb.request("thread/resume", { threadId });
-      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "while [ ! -f go ]; do sleep 0.05; done; echo ran" } }] }, { text: "never asked" });
+      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: `while [ ! -f go ]; do sleep 0.05; done; echo ${output}` } }] }, { text: "never asked" });
       const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
       await ca.waitForNotification("item/started", (p) => p.item?.type === "commandExecution");
+      return { proxy, a, ca, b, cb, threadId, t1, go: () => writeFileSync(path.join(ws.dir, "go"), ""), close };
+    } catch (err) {
+      await close();
+      throw err;
+    }
+  }
 
+  it("tells its clients no ending it could not store; the ending another process stored reaches them once", async () => {
+    // A's own TTL is longer: a heartbeat of A starved of CPU on a loaded machine must not let B take
+    // the thread before the cut (the takeover waits for A's registration to expire either way).
+    const { proxy, ca, cb, threadId, t1, go, close } = await commandWaitingOnA("6000", "ran");
+    try {
       proxy.cut();
-      writeFileSync(path.join(ws.dir, "go"), "");
+      go();
       await ca.waitForNotification("error", (p) => p.turnId === t1.id && p.willRetry === true, 60_000);
       // Past A's lease TTL (6 s), B's sweeper closes the turn (A's registration has expired).
       const [swept] = await eventually(async () => {
@@ -80,9 +110,7 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
       expect(itemsOf(ca)).toEqual(itemsOf(cb));
       expect(itemsOf(ca).filter((i) => i.startsWith("agentMessage "))).toHaveLength(1);
     } finally {
-      await viaProxy.close();
-      await proxy.close();
-      ws.cleanup();
+      await close();
     }
   }, TIMEOUT);
 
@@ -94,24 +122,12 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
   // ends A's sessions (stuck inside a statement no server timeout covers); B takes the turn over.
   // Once the path is back, A learns it lost the lease and its client gets B's ending.
   it("a link that hangs mid-transaction holds the thread no longer than its lease", async () => {
-    const ws = makeWorkspace();
-    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: Number(new URL(fx.database.url).port || 5432) });
-    const viaProxy = new Cluster(proxy.urlFor(fx.database.url), fx.mock, { APP_SERVER_LEASE_TTL_MS: "4000" });
+    // The marker is only in the command's output (the shell computes it), so the first statement
+    // that carries it records the command's completion, after the fence.
+    const { proxy, a, ca, b, cb, threadId, t1, go, close } = await commandWaitingOnA("4000", "hang-$((6*7))-here");
     try {
-      const a = await viaProxy.spawn();
-      const ca = await viaProxy.connect(a);
-      const b = await fx.cluster.spawn();
-      const cb = await fx.cluster.connect(b);
-      const threadId = (await ca.request("thread/start", { cwd: ws.dir, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id;
-      await cb.request("thread/resume", { threadId });
-      // The marker is only in the command's output (the shell computes it), so the first statement
-      // that carries it records the command's completion, after the fence.
-      fx.mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: "while [ ! -f go ]; do sleep 0.05; done; echo hang-$((6*7))-here" } }] }, { text: "never asked" });
-      const t1 = (await ca.request("turn/start", { threadId, input: text("run it") })).turn;
-      await ca.waitForNotification("item/started", (p) => p.item?.type === "commandExecution");
-
       const stalled = proxy.stallWhen("hang-42-here");
-      writeFileSync(path.join(ws.dir, "go"), "");
+      go();
       await stalled;
       // A's session holds a transaction that wrote (the fence's row lock): between two statements
       // ("idle in transaction") or inside one whose rest never came ("active", reading).
@@ -125,36 +141,20 @@ describe.skipIf(!TEST_DATABASE_URL)("a process cut off from the database", () =>
         return rows[0]?.status !== "inProgress" ? rows : null;
       }, 1200, 50, "the turn closed by B while A hangs");
       expect(swept!.status).toBe("interrupted");
-      try {
-        expect((await turnCompleted(cb, t1.id, 30_000)).params.turn.status).toBe("interrupted");
-      } catch (e) {
-        console.log("B:", [...b.proc.stdoutLines, ...b.proc.stderrLines].filter((l) => !l.includes('"level":30')).join("\n"));
-        console.log("events:", (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`).join(", "));
-        console.log("cb:", cb.notifications().map((f) => `${f.params?.seq} ${f.method}`).join(", "));
-        throw e;
-      }
+      expect((await explained(turnCompleted(cb, t1.id, 30_000), b, cb, threadId)).params.turn.status).toBe("interrupted");
       expect(ca.notifications("turn/completed").filter((f) => f.params.turn.id === t1.id), "A told nothing while hung").toEqual([]);
 
       // The path comes back: A learns its session is gone, finds the lease taken and tells its
       // client the stored ending, once.
       proxy.unstall();
-      try {
-        expect((await turnCompleted(ca, t1.id, 30_000)).params.turn.status).toBe("interrupted");
-      } catch (e) {
-        console.log("A:", [...a.proc.stdoutLines, ...a.proc.stderrLines].filter((l) => !l.includes('"level":30')).join("\n"));
-        console.log("events:", (await fx.sql`select seq, method from thread_events where thread_id = ${threadId} order by seq`).map((r) => `${r.seq} ${r.method}`).join(", "));
-        console.log("ca:", ca.notifications().map((f) => `${f.params?.seq} ${f.method}`).join(", "));
-        throw e;
-      }
+      expect((await explained(turnCompleted(ca, t1.id, 30_000), a, ca, threadId)).params.turn.status).toBe("interrupted");
       const stored = (await fx.sql`select method from thread_events where thread_id = ${threadId} and method = 'turn/completed'`).length;
       expect(stored).toBe(1);
       const t2 = (await cb.request("turn/start", { threadId, input: text("again") })).turn;
       expect((await turnCompleted(ca, t2.id, 60_000)).params.turn.status).toBe("completed");
       expect(ca.notifications("turn/completed").filter((f) => f.params.turn.id === t1.id)).toHaveLength(1);
     } finally {
-      await viaProxy.close();
-      await proxy.close();
-      ws.cleanup();
+      await close();
     }
   }, TIMEOUT);
 });

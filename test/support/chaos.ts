@@ -50,10 +50,15 @@ export interface ChaosReport {
   turns: number;
   faults: string[];
   violations: string[];
-  /** turn/start answered → ending stored, per turn (ms). */
+  /** A turn's stored start → its stored end, per turn (ms). */
   turnMs: number[];
   /** Commands the store shows as completed, and the lines they left. */
   commands: { stored: number; ran: number };
+  /** Requests that got no answer in 15 s (given up on and tried again). */
+  unanswered: string[];
+  /** Stored turns by status, and the errors of the failed ones. */
+  endings: Record<string, number>;
+  errors: string[];
 }
 
 /** mulberry32: small, seedable, good enough to pick faults. */
@@ -70,10 +75,21 @@ function rng(seed: number): () => number {
 
 const PROVIDERS = ["openai", "anthropic", "openai-chat"] as const;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** A request to a process that went away (or cannot answer) is given up on and tried elsewhere. */
-function bounded<T>(p: Promise<T>, what: string, ms = 15_000): Promise<T> {
+/** Requests given up on in the current run (reported: a request no process answered). */
+let unanswered: string[] = [];
+
+/**
+ * A request to a process that went away (or cannot answer) is given up on and tried elsewhere:
+ * at once when its connection closes (a killed process answers nothing), else after `ms`.
+ */
+function bounded<T>(p: Promise<T>, what: string, conn?: TestClient, ms = 15_000): Promise<T> {
   let timer: NodeJS.Timeout;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => {
+    unanswered.push(what);
+    reject(new Error(`${what}: no answer in ${ms} ms`));
+  }, ms)));
+  const closed = conn ? conn.closed.then((): never => { throw new Error(`${what}: the connection closed`); }) : null;
+  return Promise.race(closed ? [p, late, closed] : [p, late]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -107,7 +123,7 @@ class LogicalClient {
     for (const threadId of threadIds) {
       const afterSeq = this.lastSeq(threadId);
       this.resumes.push({ threadId, afterSeq });
-      await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume");
+      await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume", c);
     }
   }
 
@@ -148,7 +164,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const clusters: Cluster[] = [];
   const nodes: Array<Node | null> = [];
   const clients: LogicalClient[] = [];
-  const report: ChaosReport = { turns: 0, faults: [], violations: [], turnMs: [], commands: { stored: 0, ran: 0 } };
+  const report: ChaosReport = { turns: 0, faults: [], violations: [], turnMs: [], commands: { stored: 0, ran: 0 }, endings: {}, errors: [], unanswered: [] };
+  unanswered = report.unanswered;
   const threadIds: string[] = [];
   const env = { APP_SERVER_LEASE_TTL_MS: String(ttl), APP_SERVER_SWEEP_INTERVAL_MS: "250", APP_SERVER_RECORD_RETRY_MS: "250" };
   try {
@@ -194,7 +211,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           const c = pick(clients);
           try {
             if (!c.conn) throw new Error("not connected");
-            const { turn } = await bounded(c.conn.request("turn/start", { threadId, input: [{ type: "text", text: `please run job ${token}`, text_elements: [] }], clientUserMessageId: token }), "turn/start");
+            const { turn } = await bounded(c.conn.request("turn/start", { threadId, input: [{ type: "text", text: `please run job ${token}`, text_elements: [] }], clientUserMessageId: token }), "turn/start", c.conn);
             startedAt.set(turn.id, performance.now());
             turnIds.add(turn.id);
             return;
@@ -236,10 +253,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       await Promise.all([starts, faulted].flat());
       // Progress: every turn of the round ends (bounded by polls, not by a clock).
       for (let poll = 0; ; poll++) {
-        const rows = turnIds.size ? await sql<{ id: string; status: string }[]>`select id, status from turns where id in ${sql([...turnIds])}` : [];
+        const rows = turnIds.size
+          ? await sql<{ id: string; status: string; ms: number | null }[]>`select id, status, completed_at_ms - started_at_ms as ms from turns where id in ${sql([...turnIds])}`
+          : [];
         const open = rows.filter((r) => r.status === "inProgress");
-        for (const r of rows) if (r.status !== "inProgress" && startedAt.has(r.id)) {
-          report.turnMs.push(performance.now() - startedAt.get(r.id)!);
+        // The stored times: this loop starts only after the round's fault is over (a restart, a
+        // reconnect), later than many turns ended.
+        for (const r of rows) if (r.status !== "inProgress" && startedAt.has(r.id) && r.ms !== null) {
+          report.turnMs.push(Number(r.ms));
           startedAt.delete(r.id);
         }
         if (open.length === 0 && rows.length === turnIds.size) break;
@@ -272,7 +293,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     }
     // No process died but the ones the run killed (and restarted).
     for (const [i, n] of nodes.entries()) if (n && n.proc.child.exitCode !== null) report.violations.push(`process ${i} exited by itself (code ${n.proc.child.exitCode}): ${n.proc.stderrLines.slice(-3).join(" / ")}`);
-    checkInvariants(report, threadIds, stored, clients, await sql`select id, status from turns`, readJobs(jobsFile), await commandItems(sql));
+    const turns = await sql<{ id: string; status: string; error: string | null }[]>`select id, status, error->>'message' as error from turns`;
+    for (const t of turns) {
+      report.endings[t.status] = (report.endings[t.status] ?? 0) + 1;
+      if (t.error) report.errors.push(t.error);
+    }
+    checkInvariants(report, threadIds, stored, clients, turns, readJobs(jobsFile), await commandItems(sql));
     if (process.env.CHAOS_DEBUG && report.violations.length)
       for (const [i, n] of nodes.entries()) if (n) writeFileSync(`/tmp/chaos-node${i}.log`, [...n.proc.stdoutLines, ...n.proc.stderrLines].join("\n"));
   } finally {
