@@ -4,17 +4,19 @@
  * threads over the three providers; per round one seeded fault (a database link cut past the lease
  * TTL, kill -9 and restart, a client dropped and resumed). Prints per seed: the faults, turns,
  * violations of the invariants, and turn/start → stored ending p50/p99.
- * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-chaos.ts [--seeds=1,2,3] [--rounds=20]
+ * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-chaos.ts [--seeds=1,2,3] [--rounds=20] [--faults=cut,freeze]
  * Only 127.0.0.1 traffic; every wait is bounded.
  */
 import { startMockModelServer } from "../test/support/mock-model-server.js";
 import { freshPostgresDatabase } from "../test/support/durability.js";
-import { runChaos } from "../test/support/chaos.js";
+import { runChaos, type ChaosFault } from "../test/support/chaos.js";
 
 const url = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const SEEDS = (arg("seeds") ?? "1,2,3").split(",").map(Number);
 const ROUNDS = Number(arg("rounds") ?? 20);
+/** --faults=none,cut,kill,client,freeze (default: ALL_FAULTS; freeze is SIGSTOP past the TTL). */
+const FAULTS = arg("faults")?.split(",") as ChaosFault[] | undefined;
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]! : NaN);
 
 let failed = false;
@@ -23,7 +25,7 @@ for (const seed of SEEDS) {
   const db = await freshPostgresDatabase(url);
   const t0 = performance.now();
   try {
-    const r = await runChaos({ seed, processes: 3, threads: 3, rounds: ROUNDS, databaseUrl: db.url, mock });
+    const r = await runChaos({ seed, processes: 3, threads: 3, rounds: ROUNDS, databaseUrl: db.url, mock, ...(FAULTS ? { faults: FAULTS } : {}) });
     const faults = r.faults.map((f) => f.replace(/^round \d+: /, "").replace(/ for \d+ ms/, "").replace(/\d+/g, "N"));
     const kinds = [...new Set(faults)].map((k) => `${faults.filter((f) => f === k).length}× ${k}`).join(", ");
     console.log(

@@ -275,9 +275,16 @@ describe("MCP client methods", () => {
   it("mcpServerStatus/list, mcpServer/tool/call, mcpServer/resource/read, config/mcpServer/reload", async () => {
     writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir }, broken: { command: "no-such-mcp-server-xyz", cwd: dir } });
     await start();
-    const status = await client!.request("mcpServerStatus/list", {});
+    // The broken server is retried with backoff: a list taken during one of its (brief) attempts
+    // reads "starting". Between attempts it reads failed, with the reason.
+    let status: any;
+    let byName: Record<string, any> = {};
+    for (let poll = 0; poll < 100 && byName.broken?.runtimeStatus !== "failed"; poll++) {
+      if (poll > 0) await new Promise((r) => setTimeout(r, 50));
+      status = await client!.request("mcpServerStatus/list", {});
+      byName = Object.fromEntries(status.data.map((s: any) => [s.name, s]));
+    }
     expect(status.nextCursor).toBeNull();
-    const byName = Object.fromEntries(status.data.map((s: any) => [s.name, s]));
     expect(byName.test).toMatchObject({ runtimeStatus: "connected", toolsError: null, serverInfo: { name: "mcp-test-server", version: "1.0.0" } });
     expect(Object.keys(byName.test.tools)).toContain("echo");
     expect(byName.test.resources).toEqual([expect.objectContaining({ uri: "test://greeting" })]);

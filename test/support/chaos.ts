@@ -43,7 +43,8 @@ export interface ChaosOptions {
   log?: (line: string) => void;
 }
 
-export type ChaosFault = "none" | "cut" | "kill" | "client";
+export type ChaosFault = "none" | "cut" | "kill" | "client" | "freeze";
+/** What CI's seed and the bench draw from; "freeze" (SIGSTOP past the TTL, then SIGCONT) on request. */
 export const ALL_FAULTS: ReadonlyArray<ChaosFault> = ["none", "cut", "cut", "kill", "client"];
 
 export interface ChaosReport {
@@ -233,6 +234,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           proxies[victim]!.cut();
           await sleep(cutFor);
           proxies[victim]!.restore();
+        } else if (fault === "freeze") {
+          report.faults.push(`round ${round}: process ${victim} frozen (SIGSTOP) for ${cutFor} ms`);
+          const node = nodes[victim]!;
+          node.proc.child.kill("SIGSTOP");
+          await sleep(cutFor);
+          node.proc.child.kill("SIGCONT");
         } else if (fault === "kill") {
           report.faults.push(`round ${round}: process ${victim} killed (-9) and restarted`);
           const node = nodes[victim]!;
