@@ -7,7 +7,7 @@
  * with prom-client's AggregatorRegistry). Counters and histograms are summed (prom-client's
  * default). Every gauge says how it aggregates (`aggregator`) and why, next to its definition.
  */
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Usage } from "./agent/messages.js";
 
 /** What the turn runner reports. */
@@ -21,8 +21,26 @@ export interface TurnObserver {
   commitSeconds(seconds: number): void;
 }
 
+let processRegistry: Registry | null = null;
+
+/**
+ * The process's own metrics, prom-client's defaults: CPU, resident memory, heap by space, event-loop
+ * lag, GC durations, open handles and file descriptors. Collected once per process (each collection
+ * starts its own GC observer and event-loop monitor, which nothing stops) and reported with every
+ * Metrics of the process.
+ */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
 export class Metrics implements TurnObserver {
   readonly registry = new Registry();
+  // From the first Metrics on, so GC durations and event-loop lag cover the process's whole life.
+  private readonly process = processMetrics();
   // Gauges, with --workers: a connection belongs to the one worker that accepted it, and a turn
   // runs on one worker (under its thread's lease; a worker relaying it to its clients does not
   // count it), so the server's numbers are the workers' sums.
@@ -109,12 +127,12 @@ export class Metrics implements TurnObserver {
   }
 
   render(): Promise<string> {
-    return this.registry.metrics();
+    return Registry.merge([this.registry, this.process]).metrics();
   }
 
   /** This process's metrics as plain data: what a worker sends the primary over IPC. */
-  snapshot(): Promise<MetricsSnapshot> {
-    return this.registry.getMetricsAsJSON();
+  async snapshot(): Promise<MetricsSnapshot> {
+    return [...(await this.registry.getMetricsAsJSON()), ...(await this.process.getMetricsAsJSON())];
   }
 }
 

@@ -119,9 +119,11 @@ describe("fuzzyFileSearch", () => {
       client.request("fuzzyFileSearch", { query: "main", roots: [ws.dir], cancellationToken: "tok" }),
       client.request("fuzzyFileSearch", { query: "button", roots: [ws.dir], cancellationToken: "tok" }),
     ]);
-    // Whether the first was still running when the second came depends on timing: either it
-    // finished with its results, or it was cancelled with none.
-    expect(a.files.length === 0 || a.files[0].path === "src/main.ts").toBe(true);
+    // Whether the first was still running when the second came depends on timing: it finished
+    // with its results, or was cancelled with none (CI once saw another first result: a loaded
+    // machine can stop a walk at its time budget). Whatever it answered matches its own query.
+    const subsequence = (p: string) => /m.*a.*i.*n/i.test(p);
+    expect(a.files.every((f: { path: string }) => subsequence(f.path)), JSON.stringify(a.files.map((f: { path: string }) => f.path))).toBe(true);
     expect(b.files[0].path).toBe("src/components/Button.tsx");
   });
 

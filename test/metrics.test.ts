@@ -3,6 +3,23 @@ import { describe, expect, it } from "vitest";
 import { cumulativeOnly, mergeSnapshots, Metrics, renderSnapshots, workersUpSnapshot, type MetricsSnapshot } from "../src/metrics.js";
 
 describe("Metrics", () => {
+  it("reports the process too (prom-client's defaults: memory, heap, event-loop lag, GC, handles), once per process", async () => {
+    const [a, b] = [new Metrics(), new Metrics()];
+    for (const m of [a, b]) {
+      const text = await m.render();
+      const rss = /^process_resident_memory_bytes (\d+)$/m.exec(text);
+      expect(Number(rss?.[1])).toBeGreaterThan(1024 * 1024);
+      expect(text).toMatch(/^nodejs_heap_size_used_bytes \d+/m);
+      expect(text).toMatch(/^nodejs_eventloop_lag_seconds [\d.e-]+$/m);
+      expect(text).toMatch(/^# TYPE nodejs_gc_duration_seconds histogram$/m);
+      expect(text).toMatch(/^nodejs_active_handles_total \d+$/m);
+      expect(text).toMatch(/^process_open_fds \d+$/m);
+      expect(text.match(/^# TYPE process_resident_memory_bytes /gm)).toHaveLength(1);
+    }
+    // In a worker's snapshot too, so the primary's /metrics sums the workers' memory.
+    expect((await a.snapshot()).some((m) => m.name === "process_resident_memory_bytes")).toBe(true);
+  });
+
   it("renders counters, gauges and cumulative histograms in the exposition format", async () => {
     const m = new Metrics();
     let buffered = 7;
@@ -43,7 +60,7 @@ describe("Metrics", () => {
     buffered = 9;
     expect((await m.render()).split("\n")).toContain("app_server_outbound_buffered_bytes 9");
     // Every sample line is `name{labels} value`.
-    for (const l of lines.filter((x) => x && !x.startsWith("#"))) expect(l).toMatch(/^[a-z_]+(\{[^}]*\})? [-+\dInfNa.e]+$/);
+    for (const l of lines.filter((x) => x && !x.startsWith("#"))) expect(l).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+\dInfNa.e]+$/);
   });
 
   it("escapes label values", async () => {
@@ -93,6 +110,6 @@ describe("Metrics", () => {
     expect(after).toContain('app_server_model_call_duration_seconds_count{provider="openai",outcome="ok"} 2');
     expect(after).toContain('app_server_worker_metrics_up{worker="1"} 1');
     expect(after).toContain('app_server_worker_metrics_up{worker="2"} 0');
-    for (const l of after.filter((x) => x && !x.startsWith("#"))) expect(l).toMatch(/^[a-z_]+(\{[^}]*\})? [-+\dInfNa.e]+$/);
+    for (const l of after.filter((x) => x && !x.startsWith("#"))) expect(l).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+\dInfNa.e]+$/);
   });
 });
