@@ -6,7 +6,8 @@
  * process dies or the client is dropped); threads over the three providers. Each round starts one
  * turn per thread (a shell command that appends its job's token to a shared file, then an answer),
  * and the seed picks one fault for it: none, one process's database link cut for 1.5–4.5 s, a
- * kill -9 of one process followed by a restart, or a client dropped and reconnected.
+ * kill -9 of one process followed by a restart, a client dropped and reconnected, or one process
+ * frozen (SIGSTOP) for 1.5–4.5 s and then let go on.
  *
  * A process that dies by itself (as postgres.js 3.4.9 made one whose link was cut mid-transaction,
  * before patches/postgres+3.4.9.patch) is a violation ("exited by itself").
@@ -44,7 +45,7 @@ export interface ChaosOptions {
 }
 
 export type ChaosFault = "none" | "cut" | "kill" | "client" | "freeze";
-/** What CI's seed and the bench draw from; "freeze" (SIGSTOP past the TTL, then SIGCONT) on request. */
+/** What CI's seed and the bench draw from; "freeze" (SIGSTOP past the TTL, then SIGCONT) on request (--faults). */
 export const ALL_FAULTS: ReadonlyArray<ChaosFault> = ["none", "cut", "cut", "kill", "client"];
 
 export interface ChaosReport {
@@ -110,7 +111,10 @@ export function chaosReply(request: RecordedRequest, jobsFile: string): MockStep
 class LogicalClient {
   readonly frames: Frame[] = [];
   /** Every resume it sent, for the violations' messages. */
-  readonly resumes: Array<{ threadId: string; afterSeq: number }> = [];
+  readonly resumes: Array<{ threadId: string; afterSeq: number; connection: number }> = [];
+  /** Which of its connections (1, 2, …) brought a frame. */
+  readonly connectionOf = new WeakMap<Frame, number>();
+  private connections = 0;
   conn: TestClient | null = null;
   private recorded = 0;
   constructor(public slot: number) {}
@@ -121,9 +125,10 @@ class LogicalClient {
     const c = await bounded(TestClient.initialized(url), "connect");
     this.conn = c;
     this.recorded = 0;
+    this.connections++;
     for (const threadId of threadIds) {
       const afterSeq = this.lastSeq(threadId);
-      this.resumes.push({ threadId, afterSeq });
+      this.resumes.push({ threadId, afterSeq, connection: this.connections });
       await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume", c);
     }
   }
@@ -132,6 +137,7 @@ class LogicalClient {
   flush(): void {
     if (!this.conn) return;
     const all = this.conn.notifications();
+    for (const f of all.slice(this.recorded)) this.connectionOf.set(f, this.connections);
     this.frames.push(...all.slice(this.recorded));
     this.recorded = all.length;
   }
@@ -152,8 +158,12 @@ class LogicalClient {
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  // Two streams: the faults come from the seed alone; which client a turn/start goes through
+  // (retries included, as many as timing makes) draws from its own, so a seed's faults are the
+  // same in every run.
   const random = rng(opts.seed);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const clientRandom = rng(opts.seed ^ 0x5bd1e995);
+  const pick = <T>(xs: readonly T[], from = random): T => xs[Math.floor(from() * xs.length)]!;
   const log = opts.log ?? (() => {});
   const ttl = opts.leaseTtlMs ?? 1500;
   const pg = new URL(opts.databaseUrl);
@@ -209,7 +219,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const starts = threadIds.map(async (threadId) => {
         const token = `J${++job}`;
         for (let attempt = 0; attempt < 200; attempt++) {
-          const c = pick(clients);
+          const c = pick(clients, clientRandom);
           try {
             if (!c.conn) throw new Error("not connected");
             const { turn } = await bounded(c.conn.request("turn/start", { threadId, input: [{ type: "text", text: `please run job ${token}`, text_elements: [] }], clientUserMessageId: token }), "turn/start", c.conn);
@@ -369,7 +379,11 @@ function checkInvariants(
       const seqs = new Set<number>();
       for (const f of seen) {
         const seq = f.params.seq as number;
-        if (seqs.has(seq)) v.push(`client ${c.slot} received seq ${seq} of ${threadId} twice`);
+        if (seqs.has(seq)) {
+          const on = seen.filter((g) => g.params.seq === seq).map((g) => c.connectionOf.get(g));
+          const resumes = c.resumes.filter((r) => r.threadId === threadId).map((r) => `${r.afterSeq} on connection ${r.connection}`);
+          v.push(`client ${c.slot} received seq ${seq} (${f.method}) of ${threadId} twice, on connections ${on.join(" and ")} (resumed after ${resumes.join(", ")})`);
+        }
         seqs.add(seq);
         if (log.get(seq) !== f.method) v.push(`client ${c.slot} was told ${f.method} at seq ${seq} of ${threadId}; the log has ${log.get(seq) ?? "nothing"}`);
       }
