@@ -63,11 +63,9 @@ export class Sweeper {
     for (const { id: threadId, ownerId } of orphaned) {
       if (!this.leases.judgesOthers()) return; // the list may predate an outage it hung across
       let outcome: { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null = null;
-      let claimed = false;
       await store.transaction(async (tx) => {
         const claim = await this.leases.store.claimOrphan(tx, threadId, this.leases.processId);
         if (!claim) return; // another process is on it, its owner came back, or its row is locked
-        claimed = true;
         if (!this.leases.judgesOthers()) throw new SweepDeferred(); // rolled back: not now
         const r = await recoverThread(store, tx, threadId, claim.seqReserved, this.log);
         // Closed turns leave the thread free; a restored one keeps running here, under this lease.
@@ -75,7 +73,8 @@ export class Sweeper {
         outcome = { restorable: r.restorable, lastSeq: r.lastSeq, epoch: claim.epoch };
       });
       const done = outcome as { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null;
-      if (!claimed && ownerId && !endedSessionsOf.has(ownerId)) {
+      // Not claimed (a claim either recovers the thread or leaves this pass by throwing).
+      if (!done && ownerId && !endedSessionsOf.has(ownerId)) {
         // The row may be locked by the dead owner's own transaction, stuck where its process froze
         // or its network path hangs: end its sessions (if it still reads dead); the next pass claims.
         endedSessionsOf.add(ownerId);

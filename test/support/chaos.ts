@@ -77,17 +77,14 @@ function rng(seed: number): () => number {
 
 const PROVIDERS = ["openai", "anthropic", "openai-chat"] as const;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Requests given up on in the current run (reported: a request no process answered). */
-let unanswered: string[] = [];
-
 /**
  * A request to a process that went away (or cannot answer) is given up on and tried elsewhere:
  * at once when its connection closes (a killed process answers nothing), else after `ms`.
  */
-function bounded<T>(p: Promise<T>, what: string, conn?: TestClient, ms = 15_000): Promise<T> {
+function bounded<T>(p: Promise<T>, what: string, unanswered: string[], conn?: TestClient, ms = 15_000): Promise<T> {
   let timer: NodeJS.Timeout;
   const late = new Promise<never>((_, reject) => (timer = setTimeout(() => {
-    unanswered.push(what);
+    unanswered.push(what); // reported: a request no process answered
     reject(new Error(`${what}: no answer in ${ms} ms`));
   }, ms)));
   const closed = conn ? conn.closed.then((): never => { throw new Error(`${what}: the connection closed`); }) : null;
@@ -117,19 +114,23 @@ class LogicalClient {
   private connections = 0;
   conn: TestClient | null = null;
   private recorded = 0;
-  constructor(public slot: number) {}
+  constructor(
+    public slot: number,
+    /** Where its requests that got no answer are reported. */
+    private readonly unanswered: string[],
+  ) {}
 
   /** Connects (to `url`) and follows every thread from where its record ends. */
   async attach(url: string, threadIds: string[]): Promise<void> {
     this.flush();
-    const c = await bounded(TestClient.initialized(url), "connect");
+    const c = await bounded(TestClient.initialized(url), "connect", this.unanswered);
     this.conn = c;
     this.recorded = 0;
     this.connections++;
     for (const threadId of threadIds) {
       const afterSeq = this.lastSeq(threadId);
       this.resumes.push({ threadId, afterSeq, connection: this.connections });
-      await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume", c);
+      await bounded(c.request("thread/resume", { threadId, afterSeq, excludeTurns: true }), "thread/resume", this.unanswered, c);
     }
   }
 
@@ -176,7 +177,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const nodes: Array<Node | null> = [];
   const clients: LogicalClient[] = [];
   const report: ChaosReport = { turns: 0, faults: [], violations: [], turnMs: [], commands: { stored: 0, ran: 0 }, endings: {}, errors: [], unanswered: [] };
-  unanswered = report.unanswered;
   const threadIds: string[] = [];
   const env = { APP_SERVER_LEASE_TTL_MS: String(ttl), APP_SERVER_SWEEP_INTERVAL_MS: "250", APP_SERVER_RECORD_RETRY_MS: "250" };
   try {
@@ -186,7 +186,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const cluster = new Cluster(proxy.urlFor(opts.databaseUrl), opts.mock, env);
       clusters.push(cluster);
       nodes.push(await cluster.spawn());
-      clients.push(new LogicalClient(i));
+      clients.push(new LogicalClient(i, report.unanswered));
     }
     const first = await TestClient.initialized(nodes[0]!.url);
     for (let t = 0; t < opts.threads; t++) {
@@ -222,7 +222,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           const c = pick(clients, clientRandom);
           try {
             if (!c.conn) throw new Error("not connected");
-            const { turn } = await bounded(c.conn.request("turn/start", { threadId, input: [{ type: "text", text: `please run job ${token}`, text_elements: [] }], clientUserMessageId: token }), "turn/start", c.conn);
+            const { turn } = await bounded(c.conn.request("turn/start", { threadId, input: [{ type: "text", text: `please run job ${token}`, text_elements: [] }], clientUserMessageId: token }), "turn/start", report.unanswered, c.conn);
             startedAt.set(turn.id, performance.now());
             turnIds.add(turn.id);
             return;
