@@ -116,7 +116,9 @@ describe("fuzzyFileSearch", () => {
 
   it("a later request with the same cancellationToken is answered too (an earlier one still running gets no files)", async () => {
     const [a, b] = await Promise.all([
-      client.request("fuzzyFileSearch", { query: "main", roots: [ws.dir], cancellationToken: "tok" }),
+      // The first names more roots, so resolving them takes it longer than the second: "later" is
+      // the order on the wire, not which request gets through its checks first.
+      client.request("fuzzyFileSearch", { query: "main", roots: [ws.dir, ws.dir, ws.dir, ws.dir, ws.dir, ws.dir, ws.dir, ws.dir], cancellationToken: "tok" }),
       client.request("fuzzyFileSearch", { query: "button", roots: [ws.dir], cancellationToken: "tok" }),
     ]);
     // Whether the first was still running when the second came depends on timing: it finished

@@ -44,7 +44,9 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext, hi
   });
 
   conn.handle("fuzzyFileSearch", async (p, { signal }) => {
-    const roots = await rootsOrInvalid(p.roots, hidden);
+    // The token is claimed before the first await: "later" means later on the wire. Claimed after
+    // resolving the roots, two requests racing through that await could swap places, and the
+    // later one would be cancelled by the earlier.
     const controller = new AbortController();
     const abort = () => controller.abort();
     signal.addEventListener("abort", abort, { once: true });
@@ -54,6 +56,7 @@ export function registerFileSearchHandlers(conn: Connection, app: AppContext, hi
       byToken.set(token, controller);
     }
     try {
+      const roots = await rootsOrInvalid(p.roots, hidden);
       if (p.query.trim() === "") return { files: [] };
       const indexed = await indexRoots(roots, controller.signal, hidden);
       const files = await matchIndexed(indexed, p.query, controller.signal);
