@@ -1,7 +1,8 @@
 /** Which turns a thread's history log says were rolled back (src/runtime/history.ts). */
 import { describe, expect, it } from "vitest";
 import type { Message } from "../src/agent/messages.js";
-import { modelContext, rolledBackTurns, type HistoryEntry } from "../src/runtime/history.js";
+import { modelContext, rolledBackTurns } from "../src/runtime/history.js";
+import type { HistoryEntry } from "../src/store/history-entry.js";
 
 const say = (turnOrdinal: number | null, text: string): HistoryEntry => ({ kind: "message", turnOrdinal, message: { role: "user", content: [{ type: "text", text }] } as Message });
 const gone = (entries: HistoryEntry[], turns: number[]) => [...rolledBackTurns(entries, turns)].sort((a, b) => a - b);

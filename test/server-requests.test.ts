@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ServerRequestBroker, type ClientReply, type RequestingSubscriber } from "../src/runtime/server-requests.js";
+import type { ClientReply } from "../src/protocol/jsonrpc.js";
+import { ServerRequestBroker, type RequestingSubscriber } from "../src/runtime/server-requests.js";
 
 /** A connection whose replies the test controls. */
 function client() {

@@ -11,10 +11,9 @@
  * writing — not to readers, not to admins following another user's thread.
  */
 import type { ClientRequestMethod } from "../protocol/methods.js";
-import { ErrorCode } from "../protocol/jsonrpc.js";
+import { ErrorCode, type ClientReply } from "../protocol/jsonrpc.js";
 import type { AdmittedRequest, Connection, RequestGuard } from "../rpc/connection.js";
 import { invalidRequest, RpcError, threadNotFound } from "../rpc/errors.js";
-import type { ClientReply } from "../runtime/server-requests.js";
 import type { UserStore, ThreadAccessRow } from "../store/user-store.js";
 import type { AuditLog, AuditSource } from "./audit-log.js";
 import type { UserDirectory } from "./directory.js";

@@ -3,7 +3,7 @@
  * last known tools when the turn starts, sorted by model name (see manager.ts for the prefix
  * rule), once every server's first start attempt has ended.
  */
-import type { ToolSource } from "../runtime/tool-host.js";
+import type { ToolSource } from "../tools/source.js";
 import type { McpManager } from "./manager.js";
 import { mcpTool } from "./tool.js";
 

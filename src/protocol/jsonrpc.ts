@@ -18,6 +18,15 @@ export const JSONRPCError = z
   .object({ jsonrpc: z.literal("2.0").optional(), id: RequestId.nullable(), error: JSONRPCErrorObject })
   .meta({ id: "JSONRPCError" });
 
+/**
+ * A client's answer to a server → client request (an approval, a dynamic tool call): its
+ * response's result, or its error. Tools, the runtime and the connections all pass it on.
+ */
+export interface ClientReply {
+  result?: unknown;
+  error?: z.infer<typeof JSONRPCErrorObject>;
+}
+
 /** Standard error codes (DESIGN.md §10). */
 export const ErrorCode = {
   ParseError: -32700,

@@ -10,7 +10,7 @@ import { unstorableTextIn, type UnstorableText } from "../store/text.js";
 import { RpcPeer, type PeerLimits, type PeerLogger, type RequestContext, type SendText } from "./peer.js";
 import { prepared } from "./prepared-notification.js";
 import { localPrincipal, type Principal } from "../identity/principal.js";
-import type { ClientReply } from "../runtime/server-requests.js";
+import type { ClientReply } from "../protocol/jsonrpc.js";
 
 let nextConnectionId = 1;
 

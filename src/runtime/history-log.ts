@@ -5,9 +5,10 @@
  */
 import type { TransactionSql } from "postgres";
 import type { Message } from "../agent/messages.js";
+import type { HistoryEntry } from "../store/history-entry.js";
 import type { ThreadStore } from "../store/thread-store.js";
 import type { TurnStore } from "../store/turn-store.js";
-import { modelContext, type HistoryEntry } from "./history.js";
+import { modelContext } from "./history.js";
 import type { LoadedThread } from "./threads.js";
 
 /**

@@ -5,18 +5,10 @@
  * log up to the fork point sees exactly what the parent saw then.
  */
 import type { Message } from "../agent/messages.js";
+import type { HistoryEntry } from "../store/history-entry.js";
 
-export type HistoryEntry =
-  /** `turnOrdinal` null: thread-level context (environment, settings changes), kept by rollbacks. */
-  | { kind: "message"; turnOrdinal: number | null; message: Message }
-  /**
-   * Turns with ordinal >= `fromTurnOrdinal` (so far) leave the context. `toTurnOrdinal`: the
-   * thread's next turn ordinal when it was written, so exactly [from, to) were rolled back (absent
-   * in markers written before it existed: inferred from the log then).
-   */
-  | { kind: "rollback"; fromTurnOrdinal: number; toTurnOrdinal?: number }
-  /** Everything before is replaced by `messages` (environment + summary), except turns >= keepFromTurnOrdinal. */
-  | { kind: "compaction"; keepFromTurnOrdinal: number; messages: Message[] };
+// threads.ts and turns.ts still import it from here.
+export type { HistoryEntry };
 
 type Tagged = { turnOrdinal: number | null; message: Message };
 

@@ -5,10 +5,10 @@
  * `serverRequest/resolved`. A connection that disconnects does not answer: the request stays
  * pending, and a connection that subscribes later is sent it again (same params, its own id).
  */
-export interface ClientReply {
-  result?: unknown;
-  error?: { code: number; message: string; data?: unknown };
-}
+import type { ClientReply } from "../protocol/jsonrpc.js";
+
+// threads.ts still imports it from here.
+export type { ClientReply };
 
 export interface RequestingSubscriber {
   request?(method: string, params: object): { id: number; reply: Promise<ClientReply> };

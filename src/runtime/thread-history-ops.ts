@@ -8,9 +8,10 @@ import type { ThreadForkParams, ThreadResumeParams, Turn } from "../protocol/thr
 import type { ThreadItem } from "../protocol/items.js";
 import { uuidv7 } from "../ids.js";
 import type { ThreadRecord } from "../store/records.js";
+import type { HistoryEntry } from "../store/history-entry.js";
 import type { TurnStore } from "../store/turn-store.js";
 import { environmentContext } from "../agent/prompt.js";
-import { rolledBackTurns, type HistoryEntry } from "./history.js";
+import { rolledBackTurns } from "./history.js";
 import type { HistoryLog } from "./history-log.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
 import { mergeThreadConfig, sameThreadMcpServers } from "./thread-mcp.js";

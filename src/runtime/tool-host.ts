@@ -19,6 +19,7 @@ import { builtinTools } from "../tools/builtin.js";
 import { shellTool } from "../tools/shell.js";
 import type { ToolContext } from "../tools/context.js";
 import { dynamicTool } from "../tools/dynamic.js";
+import type { ToolSource as ToolSourceOf } from "../tools/source.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
 import { requestApproval } from "./approvals.js";
 import type { ItemRecorder } from "./item-recorder.js";
@@ -26,13 +27,8 @@ import type { TurnDeps } from "./turn-deps.js";
 import type { LoadedThread } from "./threads.js";
 import { postToolUse, preToolUse, vetoOutcome } from "./turn-hooks.js";
 
-/** A provider of tools for a turn. */
-export interface ToolSource {
-  readonly name: string;
-  tools(ctx: ToolContext, thread: LoadedThread): LoopTool[];
-  /** Resolves when the source's tool list is worth taking (MCP servers started); bounded by the source. */
-  ready?(signal: AbortSignal, thread?: LoadedThread): Promise<void>;
-}
+/** A provider of tools for a turn, given the thread as this process has it loaded. */
+export type ToolSource = ToolSourceOf<LoadedThread>;
 
 export const builtinSource: ToolSource = { name: "builtin", tools: (ctx) => builtinTools(ctx) };
 // thread/start rejects dynamic tools named like built-ins, so nothing is replaced.

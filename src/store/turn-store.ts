@@ -2,7 +2,7 @@
 import type { JSONValue, Sql } from "postgres";
 import type { Message } from "../agent/messages.js";
 import type { ThreadItem } from "../protocol/items.js";
-import type { HistoryEntry } from "../runtime/history.js";
+import type { HistoryEntry } from "./history-entry.js";
 import { storableText } from "./text.js";
 import { itemColumns, type ItemRecord, type TurnRecord } from "./records.js";
 import type { Queryable } from "./thread-store.js";

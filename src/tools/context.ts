@@ -5,11 +5,11 @@
  */
 import type { ToolCallBlock } from "../agent/messages.js";
 import type { AskForApproval, SandboxMode, SandboxPolicy } from "../protocol/common.js";
+import type { ClientReply } from "../protocol/jsonrpc.js";
 import type { CommandRunner } from "../sandbox/runner.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ApprovalDecision, CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams } from "../protocol/tools.js";
 import type { RulePattern } from "./execpolicy.js";
-import type { ClientReply } from "../runtime/server-requests.js";
 
 export type PlanStepStatus = "pending" | "inProgress" | "completed";
 
