@@ -9,6 +9,8 @@ import path from "node:path";
 import type { Database } from "../store/database.js";
 import { lockDirectory } from "../store/dir-lock.js";
 import { LeaseStore } from "../store/lease-store.js";
+import { PgNotifyChannel } from "../store/notify-channel.js";
+import { RecoveryStore } from "../store/recovery-store.js";
 import { ClusterLinks } from "./cluster.js";
 import { Fanout } from "./fanout.js";
 import { DEFAULT_LEASE_TTL_MS, LeaseManager } from "./leases.js";
@@ -71,7 +73,7 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
   runtime.cluster = links;
   if (db.kind === "postgres") {
     links.fanout = new Fanout(db.sql, leases.processId, log, (m) => links.onMessage(m), (t) => links.onListen(t), relayMs);
-    links.commands = new RemoteCommands(db.sql, leases.processId, (c) => links.handle(c), log);
+    links.commands = new RemoteCommands(new PgNotifyChannel(db.sql), leases.processId, (c) => links.handle(c), log);
     await links.commands.start();
     await links.fanout.listenPresence();
   }
@@ -93,7 +95,7 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
       await links.reconcileFollowed();
     };
   }
-  const sweeper = new Sweeper(runtime, leases, (r, epoch) => turns.restore(r, epoch), log);
+  const sweeper = new Sweeper(runtime, leases, new RecoveryStore(runtime.store, leases.store), (r, epoch) => turns.restore(r, epoch), log);
   await sweeper.sweep();
   sweeper.start(sweepMs);
   const forget = setInterval(() => void leases.store.forgetDead().catch(() => {}), 10 * 60_000).unref();

@@ -1,12 +1,11 @@
 /**
- * Requests between server processes over Postgres NOTIFY (no other broker): a client on one
- * process interrupts, steers, runs a user shell command in or answers an approval of a turn that
- * runs on another. Each process
- * listens on its own channel; a request carries the sender's id and a number, the reply comes back
- * on the sender's channel. A request the owner does not answer in time fails (the owner may have
- * died; its turns are then the sweeper's).
+ * Requests between server processes over Postgres NOTIFY (no other broker; store/notify-channel.ts):
+ * a client on one process interrupts, steers, runs a user shell command in or answers an approval
+ * of a turn that runs on another. Each process listens on its own channel; a request carries the
+ * sender's id and a number, the reply comes back on the sender's channel. A request the owner does
+ * not answer in time fails (the owner may have died; its turns are then the sweeper's).
  */
-import type { Sql } from "postgres";
+import type { Listening, NotifyChannel } from "../store/notify-channel.js";
 import type { RuntimeLogger } from "./threads.js";
 
 export type RemoteCommand =
@@ -32,10 +31,10 @@ export class RemoteCommandError extends Error {}
 export class RemoteCommands {
   private nextId = 1;
   private readonly waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  private listening: { unlisten(): Promise<void> } | null = null;
+  private listening: Listening | null = null;
 
   constructor(
-    private readonly sql: Sql,
+    private readonly channel: NotifyChannel,
     readonly processId: string,
     private readonly handle: (command: RemoteCommand) => Promise<unknown>,
     private readonly log: RuntimeLogger,
@@ -43,7 +42,7 @@ export class RemoteCommands {
   ) {}
 
   async start(): Promise<void> {
-    this.listening = (await this.sql.listen(channelOf(this.processId), (text) => void this.receive(text))) as unknown as { unlisten(): Promise<void> };
+    this.listening = await this.channel.listen(channelOf(this.processId), (text) => void this.receive(text));
   }
 
   async close(): Promise<void> {
@@ -70,7 +69,7 @@ export class RemoteCommands {
   }
 
   private async notify(to: string, envelope: Envelope): Promise<void> {
-    await this.sql`select pg_notify(${channelOf(to)}, ${JSON.stringify(envelope)})`;
+    await this.channel.notify(channelOf(to), JSON.stringify(envelope));
   }
 
   private async receive(text: string): Promise<void> {

@@ -3,11 +3,13 @@
  * in progress on threads whose owner's lease expired (the owner stopped heartbeating: killed,
  * partitioned, hung) — or that have no owner (data from before leases). For each, one transaction
  * locks the thread row `for update skip locked` and takes the lease, so exactly one process wins;
- * it closes the turns as interrupted (recovery.ts) or restores a turn that waited on an approval.
+ * it closes the turns as interrupted (recovery.ts) or restores a turn that waited on an approval
+ * (the transaction's SQL: store/recovery-store.ts).
  * A thread whose row stays locked while its owner reads dead is held by the owner's own stuck
  * transaction: the sweeper ends the owner's database sessions (LeaseStore.endSessionsOfDead).
  * A live process's turns are never touched, so starting a process is always safe.
  */
+import type { RecoveryStore } from "../store/recovery-store.js";
 import type { LeaseManager } from "./leases.js";
 import { recoverThread, type RestorableTurn } from "./recovery.js";
 import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
@@ -22,6 +24,7 @@ export class Sweeper {
   constructor(
     private readonly runtime: ThreadRuntime,
     private readonly leases: LeaseManager,
+    private readonly recovery: RecoveryStore,
     private readonly restore: (r: RestorableTurn, epoch: number) => Promise<void>,
     private readonly log: RuntimeLogger,
   ) {}
@@ -50,7 +53,6 @@ export class Sweeper {
   }
 
   private async passOnce(): Promise<void> {
-    const store = this.runtime.store;
     if (!this.leases.judgesOthers()) return; // just back from a database outage (leases.ts)
     let orphaned: Array<{ id: string; ownerId: string | null }>;
     try {
@@ -62,17 +64,13 @@ export class Sweeper {
     const endedSessionsOf = new Set<string>();
     for (const { id: threadId, ownerId } of orphaned) {
       if (!this.leases.judgesOthers()) return; // the list may predate an outage it hung across
-      let outcome: { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null = null;
-      await store.transaction(async (tx) => {
-        const claim = await this.leases.store.claimOrphan(tx, threadId, this.leases.processId);
-        if (!claim) return; // another process is on it, its owner came back, or its row is locked
+      const done = await this.recovery.claimAndRecover(threadId, this.leases.processId, async (thread) => {
         if (!this.leases.judgesOthers()) throw new SweepDeferred(); // rolled back: not now
-        const r = await recoverThread(store, tx, threadId, claim.seqReserved, this.log);
+        const r = await recoverThread(thread, this.log);
         // Closed turns leave the thread free; a restored one keeps running here, under this lease.
-        if (!r.restorable) await tx`update threads set owner_id = null where id = ${threadId}`;
-        outcome = { restorable: r.restorable, lastSeq: r.lastSeq, epoch: claim.epoch };
+        if (!r.restorable) await thread.release();
+        return { restorable: r.restorable, lastSeq: r.lastSeq, epoch: thread.epoch };
       });
-      const done = outcome as { restorable: RestorableTurn | null; lastSeq: number; epoch: number } | null;
       // Not claimed (a claim either recovers the thread or leaves this pass by throwing).
       if (!done && ownerId && !endedSessionsOf.has(ownerId)) {
         // The row may be locked by the dead owner's own transaction, stuck where its process froze
