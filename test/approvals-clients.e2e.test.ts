@@ -10,6 +10,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
+import { eventually } from "./support/cluster.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { expectSeqIncreasing, itemsCompleted, itemsStarted, serverRequests, wireSequence } from "./support/wire.js";
 import {
@@ -156,11 +157,12 @@ describe("approvals with several clients, interrupts and timeouts", () => {
 
     // Nobody is subscribed; an observer that only reads sees the thread wait.
     const b = await connect();
-    for (;;) {
-      const { thread } = await b.request("thread/read", { threadId });
-      if (thread.status.activeFlags?.includes("waitingOnApproval")) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await eventually(
+      async () => (await b.request("thread/read", { threadId })).thread.status.activeFlags?.includes("waitingOnApproval"),
+      1000,
+      20,
+      "thread/read to show the thread waiting on approval",
+    );
     expect(serverRequests(b, COMMAND_APPROVAL)).toHaveLength(0);
     await b.request("thread/resume", { threadId });
     const request = await nthServerRequest(b, COMMAND_APPROVAL);

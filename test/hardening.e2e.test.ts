@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
+import { eventually } from "./support/cluster.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
 import { upgradeStatus } from "./support/http.js";
@@ -243,7 +244,12 @@ describe("backpressure", () => {
     const { turn } = await watcher.request("turn/start", { threadId, input: text("flood") });
     // (Or once the turn is over, whichever comes first: the close may come with its last events.)
     const turnOver = () => watcher.notifications("turn/completed").some((f) => f.params.turn.id === turn.id);
-    while (!turnOver() && !/app_server_outbound_overflow_closes_total 1/.test(await metricsText())) await new Promise((r) => setTimeout(r, 20));
+    await eventually(
+      async () => turnOver() || /app_server_outbound_overflow_closes_total 1/.test(await metricsText()),
+      1500,
+      20,
+      "the slow client's overflow close in /metrics (or the end of the turn)",
+    );
     (slow.ws as unknown as Pausable)._socket.resume();
     await slow.closed;
     expect(slow.closeCode).toBe(1013);

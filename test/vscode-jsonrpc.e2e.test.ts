@@ -24,6 +24,7 @@ import {
   type MessageConnection,
 } from "vscode-jsonrpc/node";
 import WebSocket from "ws";
+import { eventually } from "./support/cluster.js";
 import { cleanEnv, cliArgv, REPO_ROOT, removeSeed, seededHome, type TestHome } from "./support/process.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 
@@ -69,7 +70,7 @@ async function cancelLongCommand(conn: MessageConnection, dir: string): Promise<
     { command: ["bash", "-c", `echo $$ > ${pidFile}; exec sleep 600`], cwd: dir, timeoutMs: 600_000, sandboxPolicy: { type: "dangerFullAccess" } },
     source.token,
   );
-  const pid = await until(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()) || undefined);
+  const pid = await eventually(async () => Number((await readFile(pidFile, "utf8").catch(() => "")).trim()), 1000, 20, `the command's pid in ${pidFile}`);
   expect(alive(pid)).toBe(true);
   source.cancel();
   const error = await pending.then(
@@ -79,7 +80,7 @@ async function cancelLongCommand(conn: MessageConnection, dir: string): Promise<
   expect(error).toBeInstanceOf(ResponseError);
   expect((error as ResponseError<unknown>).code).toBe(REQUEST_CANCELLED);
   // The handler's signal killed the process (it would otherwise sleep for 10 minutes).
-  await until(async () => (alive(pid) ? undefined : true));
+  await eventually(async () => !alive(pid), 1000, 20, `the end of the cancelled command's process ${pid}`);
 
 }
 
@@ -89,15 +90,6 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-/** Polls until fn yields a value (the test's own timeout bounds the wait). */
-async function until<T>(fn: () => Promise<T | undefined>): Promise<T> {
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
