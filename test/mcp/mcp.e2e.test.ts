@@ -102,7 +102,12 @@ describe("MCP tools in turns", () => {
     expect(started).toMatchObject({ type: "mcpToolCall", server: "test", tool: "echo", arguments: { text: "hi" }, status: "inProgress", readOnlyHint: true });
     const [item] = itemsCompleted(client!, "mcpToolCall");
     expect(item).toMatchObject({ status: "completed", result: { content: [{ type: "text", text: "echo: hi" }], structuredContent: { echoed: "hi" } }, error: null });
+    // The item's duration is the call's own: within the span from its item/started to its item/completed.
+    const startedAtMs = client!.notifications("item/started").find((f) => f.params.item.id === item.id)!.params.startedAtMs;
+    const completedAtMs = client!.notifications("item/completed").find((f) => f.params.item.id === item.id)!.params.completedAtMs;
+    expect(item.durationMs).toEqual(expect.any(Number));
     expect(item.durationMs).toBeGreaterThanOrEqual(0);
+    expect(item.durationMs).toBeLessThanOrEqual(completedAtMs - startedAtMs);
     expect(toolResultTexts(mock!, "openai", 1).at(-1)).toBe("echo: hi");
   });
 

@@ -49,9 +49,25 @@ describe("shell: running commands", () => {
     const done = ctx.completed[0];
     expect(done).toMatchObject({ id: started.id, status: "completed", exitCode: 0, aggregatedOutput: `hello world\n${d.ws}\n` });
     expect(done.type === "commandExecution" && Number(done.processId)).toBeGreaterThan(0);
-    expect(done.type === "commandExecution" && done.durationMs).toBeGreaterThanOrEqual(0);
+    // The item's duration is the one the model is told, and lies within the item's own span.
+    const durationMs = done.type === "commandExecution" ? done.durationMs : null;
+    expect(durationMs).toEqual(expect.any(Number));
+    expect(textOf(out)).toContain(`Wall time: ${(durationMs! / 1000).toFixed(1)} seconds`);
+    expect(durationMs).toBeGreaterThanOrEqual(0);
+    expect(durationMs).toBeLessThanOrEqual(done.completedAtMs! - done.startedAtMs!);
     expect(ctx.deltas.join("")).toBe(`hello world\n${d.ws}\n`);
     expect(ctx.events.every((e) => e.type !== "delta" || e.itemId === started.id)).toBe(true);
+  });
+
+  it("durationMs is the command's run: one that sleeps 0.3 s takes at least 300 ms", async () => {
+    const { ctx, shell } = setup();
+    const out = await run(shell, { command: "sleep 0.3" });
+    expect(out.isError).toBe(false);
+    const [done] = ctx.completed;
+    const durationMs = done.type === "commandExecution" ? done.durationMs : null;
+    expect(durationMs).toBeGreaterThanOrEqual(300);
+    expect(durationMs).toBeLessThanOrEqual(done.completedAtMs! - done.startedAtMs!);
+    expect(textOf(out)).toContain(`Wall time: ${(durationMs! / 1000).toFixed(1)} seconds`);
   });
 
   it("parses command actions best-effort", async () => {
