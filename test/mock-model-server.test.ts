@@ -5,8 +5,8 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startMockModelServer, type ChunkSentInfo, type MockModelServer } from "./support/mock-model-server.js";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { startMockModelServer, type ChunkSentInfo, type MockModelServer, type StreamEndInfo } from "./support/mock-model-server.js";
 
 let mock: MockModelServer;
 let anthropic: Anthropic;
@@ -26,6 +26,7 @@ afterAll(() => mock.close());
 beforeEach(() => {
   mock.reset();
   mock.onChunk = undefined;
+  mock.onStreamEnd = undefined;
 });
 
 const userMsg = [{ role: "user" as const, content: "hi" }];
@@ -48,8 +49,6 @@ async function drain<T>(it: AsyncIterable<T>): Promise<{ items: T[]; error: unkn
     return { items, error };
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("Anthropic Messages", () => {
   it("streams the text chunks and records the request with its raw body", async () => {
@@ -187,14 +186,21 @@ describe("Anthropic Messages", () => {
     mock.enqueue({ kind: "hang" }, { kind: "hang" });
     const ac = new AbortController();
     const stream = anthropicStream(anthropic, ac.signal);
-    await mock.waitForRequests(1);
-    setTimeout(() => ac.abort(), 20);
+    await mock.waitForRequests(1); // the request is at the mock, which never answers it
+    ac.abort();
     await expect(stream.finalMessage()).rejects.toBeInstanceOf(Anthropic.APIUserAbortError);
 
     const ac2 = new AbortController();
     const raw = await anthropic.messages.create({ model: "m", max_tokens: 5, stream: true, messages: userMsg }, { signal: ac2.signal });
-    setTimeout(() => ac2.abort(), 20);
-    const { items, error } = await drain(raw);
+    // Aborted once the hung stream's only event (message_start) has arrived.
+    const { items, error } = await drain(
+      (async function* () {
+        for await (const e of raw) {
+          yield e;
+          ac2.abort();
+        }
+      })(),
+    );
     expect(error).toBeUndefined(); // the SDK swallows abort errors in its SSE iterator
     expect(items.map((e) => e.type)).toEqual(["message_start"]);
 
@@ -313,8 +319,8 @@ describe("OpenAI Responses", () => {
     mock.enqueue({ kind: "hang" });
     const ac = new AbortController();
     const stream = responsesStream(openai, ac.signal);
-    await mock.waitForRequests(1);
-    setTimeout(() => ac.abort(), 20);
+    await mock.waitForRequests(1); // the request is at the mock, which never answers it
+    ac.abort();
     await expect(stream.finalResponse()).rejects.toBeInstanceOf(OpenAI.APIUserAbortError);
   });
 
@@ -427,13 +433,14 @@ describe("OpenAI Chat Completions", () => {
     mock.enqueue({ kind: "hang" }, { kind: "hang" });
     const ac = new AbortController();
     const stream = chatStream(openai, { signal: ac.signal });
-    await mock.waitForRequests(1);
-    setTimeout(() => ac.abort(), 20);
+    await mock.waitForRequests(1); // the request is at the mock, which never answers it
+    ac.abort();
     await expect(stream.finalChatCompletion()).rejects.toBeInstanceOf(OpenAI.APIUserAbortError);
 
     const ac2 = new AbortController();
+    // The hung stream's headers have come (create resolved); its body never will.
     const raw = await openai.chat.completions.create({ model: "m", stream: true, messages: userMsg }, { signal: ac2.signal });
-    setTimeout(() => ac2.abort(), 20);
+    ac2.abort();
     expect(await drain(raw)).toEqual({ items: [], error: undefined });
   });
 
@@ -473,7 +480,8 @@ describe("the server", () => {
     stream.on("text", (d) => deltas.push(d));
     const finished = stream.finalMessage();
     await expect.poll(() => deltas).toEqual(["a"]);
-    await sleep(50);
+    // The mock writes the frames before a gate in one go (no chunkDelayMs): had the gate not held,
+    // the frames after it would have gone out with "a", before the client could read it.
     expect(sent).toHaveLength(4); // message_start, content_block_start, ping, "a" — then nothing
     open();
     const msg = await finished;
@@ -481,17 +489,38 @@ describe("the server", () => {
     expect(msg.stop_reason).toBe("end_turn");
   });
 
-  it("onChunk reports text deltas with hrtime stamps, spaced by chunkDelayMs", async () => {
+  it("onChunk reports text deltas with hrtime stamps; chunkDelayMs waits that long before each later frame", async () => {
+    // What the stream does, in order: frames sent, and the timers of chunkDelayMs (17 ms, a delay
+    // nothing else here asks for) set and fired. Ordering, not elapsed time: a timer fires no
+    // earlier than its delay, however fast or slow the machine.
+    const log: string[] = [];
     const sent: ChunkSentInfo[] = [];
-    mock.onChunk = (info) => sent.push(info);
-    mock.enqueue({ text: ["x", "y", "z"], chunkDelayMs: 15 });
-    await chatStream().finalChatCompletion();
+    mock.onChunk = (info) => {
+      sent.push(info);
+      log.push(`frame ${info.eventIndex}`);
+    };
+    mock.enqueue({ text: ["x", "y", "z"], chunkDelayMs: 17 });
+    const realSetTimeout = globalThis.setTimeout;
+    const spy = vi.spyOn(globalThis, "setTimeout").mockImplementation(((fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+      if (ms !== 17) return realSetTimeout(fn, ms, ...args);
+      log.push("delay set");
+      return realSetTimeout(() => {
+        log.push("delay over");
+        fn(...args);
+      }, ms);
+    }) as typeof setTimeout);
+    try {
+      await chatStream().finalChatCompletion();
+    } finally {
+      spy.mockRestore();
+    }
     expect(sent.map((s) => s.eventIndex)).toEqual(sent.map((_, i) => i));
     expect(sent.every((s) => s.requestSeq === 1 && s.api === "openai-chat")).toBe(true);
     const text = sent.filter((s) => s.textDelta !== undefined);
     expect(text.map((s) => s.textDelta)).toEqual(["x", "y", "z"]);
-    const gapMs = Number(text[2].sentAtNs - text[0].sentAtNs) / 1e6;
-    expect(gapMs).toBeGreaterThanOrEqual(25);
+    expect(sent.every((s, i) => i === 0 || s.sentAtNs > sent[i - 1]!.sentAtNs)).toBe(true);
+    expect(sent.length).toBeGreaterThan(3);
+    expect(log).toEqual(sent.flatMap((_, i) => (i === 0 ? ["frame 0"] : ["delay set", "delay over", `frame ${i}`])));
   });
 
   it("is deterministic: the same step gives the same bytes", async () => {
@@ -533,13 +562,11 @@ describe("the server", () => {
     mock.enqueue({ text: Array.from({ length: 20 }, (_, i) => `t${i}`), chunkDelayMs: 5 });
     const ac = new AbortController();
     const stream = chatStream(openai, { signal: ac.signal });
+    const streamEnd = new Promise<StreamEndInfo>((resolve) => (mock.onStreamEnd = resolve));
     stream.on("content", () => ac.abort());
     await expect(stream.finalChatCompletion()).rejects.toBeInstanceOf(OpenAI.APIUserAbortError);
-    await sleep(60);
-    const after = sent.length;
-    expect(after).toBeLessThan(10);
-    await sleep(30);
-    expect(sent.length).toBe(after);
+    // The mock stopped without finishing the response (nothing is written after onStreamEnd).
+    expect(await streamEnd).toEqual({ requestSeq: 1, api: "openai-chat", ended: false });
     expect(await anthropicStream().finalText()).toBe("OK"); // still serving
   });
 
@@ -553,9 +580,8 @@ describe("the server", () => {
       (e: unknown) => (e as Error).message,
     );
     await own.waitForRequests(1);
-    const started = Date.now();
+    // The hung stream never ends by itself: close() resolves only because it ends it.
     await own.close();
-    expect(Date.now() - started).toBeLessThan(1_000);
     expect(await outcome).toBe("terminated");
   });
 });

@@ -138,6 +138,13 @@ export interface ChunkSentInfo {
   sentAtNs: bigint;
 }
 
+export interface StreamEndInfo {
+  requestSeq: number;
+  api: MockApi;
+  /** Whether the response was ended (all of it written, or a fault that ends it). */
+  ended: boolean;
+}
+
 export interface MockModelServer {
   /** http://127.0.0.1:PORT */
   url: string;
@@ -151,6 +158,12 @@ export interface MockModelServer {
   pending(): number;
   waitForRequests(n: number, timeoutMs?: number): Promise<void>;
   onChunk?: (info: ChunkSentInfo) => void;
+  /**
+   * Called once a streamed reply is over: nothing more is written for that request afterwards.
+   * `ended` is false when the stream stopped without ending the response (the client left, or a
+   * cut fault).
+   */
+  onStreamEnd?: (info: StreamEndInfo) => void;
   /**
    * The model's context window in tokens (null: unlimited). A request whose size — its raw body,
    * at 4 characters per token — exceeds it is rejected with the provider's real overflow error
@@ -655,6 +668,7 @@ class MockModelServerImpl implements MockModelServer {
   openaiBaseUrl = "";
   readonly requests: RecordedRequest[] = [];
   onChunk?: (info: ChunkSentInfo) => void;
+  onStreamEnd?: (info: StreamEndInfo) => void;
   contextLimit: number | null = null;
   readonly overflowed: RecordedRequest[] = [];
   chatRequiresReasoningContent = false;
@@ -813,7 +827,11 @@ class MockModelServerImpl implements MockModelServer {
       await gone;
       return;
     }
-    if (streaming) return this.stream(res, api, ctx, step, gone);
+    if (streaming) {
+      await this.stream(res, api, ctx, step, gone);
+      this.onStreamEnd?.({ requestSeq: seq, api, ended: res.writableEnded });
+      return;
+    }
     return this.respondJson(res, api, ctx, step, gone);
   }
 
