@@ -21,7 +21,7 @@ import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, 
 import { anthropicThinking } from "./anthropic-thinking.js";
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
-import { argumentsAsObject, makeUsage, num, parseDataUrl } from "./shared.js";
+import { argumentsAsObject, makeUsage, num, parseDataUrl, withoutUndefined } from "./shared.js";
 import { SseReader, type SseMessage } from "./sse.js";
 import {
   ProviderError,
@@ -197,15 +197,19 @@ export function buildAnthropicRequest(req: ModelRequest, opts: AnthropicProvider
   }
   const messages = applyMessageBreakpoints(convertMessagesToAnthropic(req.messages), MAX_CACHE_BREAKPOINTS - prefixBreakpoints);
 
-  // Keys are added in one fixed order so the bytes never depend on which branches ran.
-  const ordered: Record<string, unknown> = { model: req.model, max_tokens: maxTokens };
-  if (system) ordered.system = system;
-  if (tools.length > 0) ordered.tools = tools;
-  ordered.messages = messages;
-  if (thinking.form !== "none") ordered.thinking = thinking.thinking;
-  if (thinking.form === "adaptive") ordered.output_config = thinking.outputConfig;
-  ordered.stream = true;
-  return ordered as unknown as MessageCreateParamsStreaming;
+  // One literal in wire order, an absent field `undefined` (then deleted): the bytes never depend
+  // on which branches ran, and every field is checked against the SDK's type.
+  const body: MessageCreateParamsStreaming = {
+    model: req.model,
+    max_tokens: maxTokens,
+    system,
+    tools: tools.length > 0 ? tools : undefined,
+    messages,
+    thinking: thinking.form !== "none" ? thinking.thinking : undefined,
+    output_config: thinking.form === "adaptive" ? thinking.outputConfig : undefined,
+    stream: true,
+  };
+  return withoutUndefined(body);
 }
 
 function mapStopReason(r: string | null): ProviderStopReason {

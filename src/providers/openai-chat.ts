@@ -8,12 +8,22 @@
  * end: a finish_reason may arrive before the last tool-call delta.
  */
 import OpenAI from "openai";
-import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
+import type {
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionChunk,
+  ChatCompletionContentPartImage,
+  ChatCompletionContentPartText,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionDeveloperMessageParam,
+  ChatCompletionSystemMessageParam,
+  ChatCompletionToolMessageParam,
+  ChatCompletionUserMessageParam,
+} from "openai/resources/chat/completions";
 import type { AssistantMessage, ImageBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
 import type { ResolvedAuth } from "./auth.js";
 import { toProviderError, type ErrorContext } from "./errors.js";
 import { OpenAIEventData, openAIConnection } from "./openai-responses.js";
-import { joinText, makeUsage, num } from "./shared.js";
+import { joinText, makeUsage, num, withoutUndefined } from "./shared.js";
 import { SseReader } from "./sse.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
 
@@ -28,18 +38,19 @@ export interface OpenAIChatProviderOptions {
   timeoutMs?: number;
 }
 
-type ChatPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
+type ChatPart = ChatCompletionContentPartText | ChatCompletionContentPartImage;
+/**
+ * The assistant message as sent: the SDK's type plus the reasoning fields of compatible servers
+ * (DeepSeek and Qwen-style `reasoning_content`, vLLM/OpenRouter/Ollama `reasoning`), which OpenAI's
+ * own API does not have and so the SDK does not type.
+ */
+type ChatAssistantMessage = ChatCompletionAssistantMessageParam & { reasoning_content?: string; reasoning?: string };
 type ChatMessage =
-  | { role: "system" | "developer"; content: string }
-  | { role: "user"; content: string | ChatPart[] }
-  | {
-      role: "assistant";
-      content: string | null;
-      reasoning_content?: string;
-      reasoning?: string;
-      tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }>;
-    }
-  | { role: "tool"; tool_call_id: string; content: string };
+  | ChatCompletionSystemMessageParam
+  | ChatCompletionDeveloperMessageParam
+  | ChatCompletionUserMessageParam
+  | ChatAssistantMessage
+  | ChatCompletionToolMessageParam;
 
 /** Plain string when the message is text only: the most widely supported form on local servers. */
 function userContent(content: ReadonlyArray<TextBlock | ImageBlock>): string | ChatPart[] {
@@ -64,7 +75,7 @@ export function convertMessagesToChat(system: string, messages: readonly Message
       case "assistant": {
         const text = m.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("");
         const calls = m.content.filter((b): b is ToolCallBlock => b.type === "toolCall");
-        const msg: Extract<ChatMessage, { role: "assistant" }> = { role: "assistant", content: text === "" && calls.length > 0 ? null : text };
+        const msg: ChatAssistantMessage = { role: "assistant", content: text === "" && calls.length > 0 ? null : text };
         if (calls.length > 0) {
           for (const r of m.content) if (r.type === "reasoning" && r.chatField && r.text) msg[r.chatField] = (msg[r.chatField] ?? "") + r.text;
           msg.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
@@ -79,18 +90,24 @@ export function convertMessagesToChat(system: string, messages: readonly Message
 
 /** The exact request body for a ModelRequest. Key order is fixed by construction. */
 export function buildChatRequest(req: ModelRequest, opts: OpenAIChatProviderOptions = {}): ChatCompletionCreateParamsStreaming {
-  const body: Record<string, unknown> = { model: req.model, messages: convertMessagesToChat(req.system, req.messages, opts.chatDeveloperRole) };
-  if (req.tools.length > 0) {
-    body.tools = req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.inputSchema } }));
-  }
   const maxOut = req.maxOutputTokens ?? opts.defaultMaxOutputTokens;
-  // `max_tokens`, not `max_completion_tokens`: it is what Ollama, vLLM and llama.cpp all accept.
-  if (maxOut !== undefined) body.max_tokens = maxOut;
-  if (req.reasoningEffort != null && req.reasoningEffort !== "none") body.reasoning_effort = req.reasoningEffort;
-  if (opts.sendPromptCacheKeyToChat && req.cacheKey) body.prompt_cache_key = req.cacheKey;
-  body.stream = true;
-  body.stream_options = { include_usage: true };
-  return body as unknown as ChatCompletionCreateParamsStreaming;
+  // One literal in wire order, an absent field `undefined` (then deleted): the bytes never depend
+  // on which branches ran, and every field is checked against the SDK's type.
+  const body: ChatCompletionCreateParamsStreaming = {
+    model: req.model,
+    messages: convertMessagesToChat(req.system, req.messages, opts.chatDeveloperRole),
+    tools:
+      req.tools.length > 0
+        ? req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.inputSchema } }))
+        : undefined,
+    // `max_tokens`, not `max_completion_tokens`: it is what Ollama, vLLM and llama.cpp all accept.
+    max_tokens: maxOut,
+    reasoning_effort: req.reasoningEffort != null && req.reasoningEffort !== "none" ? req.reasoningEffort : undefined,
+    prompt_cache_key: opts.sendPromptCacheKeyToChat && req.cacheKey ? req.cacheKey : undefined,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  return withoutUndefined(body);
 }
 
 /**

@@ -4,11 +4,20 @@
  * (exported for tests); the stream is assembled from raw events into our AssistantMessage.
  */
 import OpenAI, { APIError } from "openai";
-import type { ResponseCreateParamsStreaming, ResponseStreamEvent } from "openai/resources/responses/responses";
+import type {
+  ResponseCreateParamsStreaming,
+  ResponseInputImage,
+  ResponseInputItem,
+  ResponseInputText,
+  ResponseOutputMessage,
+  ResponseOutputText,
+  ResponseReasoningItem,
+  ResponseStreamEvent,
+} from "openai/resources/responses/responses";
 import type { AssistantMessage, ImageBlock, Message, MessagePhase, ReasoningBlock, TextBlock, ToolCallBlock, Usage } from "../agent/messages.js";
 import { resolveAuth, type ResolvedAuth } from "./auth.js";
 import { kindFromCode, toProviderError, withKindHint, type ErrorContext } from "./errors.js";
-import { joinText, makeUsage, num } from "./shared.js";
+import { joinText, makeUsage, num, withoutUndefined } from "./shared.js";
 import { SseReader, type SseMessage } from "./sse.js";
 import { ProviderError, type ModelProvider, type ModelRequest, type ProviderStopReason, type ProviderStreamEvent } from "./types.js";
 
@@ -19,16 +28,29 @@ export interface OpenAIResponsesProviderOptions {
   timeoutMs?: number;
 }
 
-// Wire shapes we send. Declared here (not the SDK's input unions) so the key order of each item is
-// visible and fixed in one place.
-type InputContent = { type: "input_text"; text: string } | { type: "input_image"; image_url: string; detail: "auto" };
-type OutputText = { type: "output_text"; text: string; annotations: [] };
-type InputItem =
-  | { type: "message"; role: "user" | "developer"; content: InputContent[] }
-  | { type: "message"; role: "assistant"; content: OutputText[]; phase?: MessagePhase }
-  | { type: "reasoning"; id?: string; summary: Array<{ type: "summary_text"; text: string }>; encrypted_content: string }
-  | { type: "function_call"; call_id: string; name: string; arguments: string }
-  | { type: "function_call_output"; call_id: string; output: string | InputContent[] };
+// Wire shapes we send, as the SDK types them. The key order of each item is fixed where the item's
+// literal is written (below), which is what the bytes follow.
+type InputContent = ResponseInputText | ResponseInputImage;
+type OutputText = ResponseOutputText;
+/**
+ * Assistant text and reasoning go back as the output items they came as. The SDK's input union
+ * types those as the API returns them, with fields our items leave out: a message's `id` and
+ * `status` (with `store: false` nothing is kept server-side for an id to point to), and a reasoning
+ * item's `id` when it was recorded without one. The API takes both as input without those fields,
+ * and adding them now would change the bytes of every stored history's replay.
+ */
+type AssistantReplay = Omit<ResponseOutputMessage, "id" | "status">;
+type ReasoningReplay = Omit<ResponseReasoningItem, "id"> & { id?: string };
+type InputItem = ResponseInputItem;
+
+/**
+ * A replayed output item as the SDK's input item type. Sound: the parameter type checks every field
+ * written; what the SDK's type has beyond it is only the fields the API does not need back
+ * (see AssistantReplay), which are not sent.
+ */
+function replay(item: AssistantReplay | ReasoningReplay): InputItem {
+  return item as ResponseOutputMessage | ResponseReasoningItem;
+}
 
 function inputContent(content: ReadonlyArray<TextBlock | ImageBlock>): InputContent[] {
   return content.map((b) => (b.type === "text" ? { type: "input_text", text: b.text } : { type: "input_image", image_url: b.url, detail: "auto" }));
@@ -38,9 +60,11 @@ function reasoningItem(r: ReasoningBlock): InputItem | null {
   // Without encrypted content (store:false) the API cannot resolve a reasoning item: omit it.
   if (!r.encryptedContent) return null;
   const summary = r.summary.map((text) => ({ type: "summary_text" as const, text }));
-  return r.providerId
-    ? { type: "reasoning", id: r.providerId, summary, encrypted_content: r.encryptedContent }
-    : { type: "reasoning", summary, encrypted_content: r.encryptedContent };
+  return replay(
+    r.providerId
+      ? { type: "reasoning", id: r.providerId, summary, encrypted_content: r.encryptedContent }
+      : { type: "reasoning", summary, encrypted_content: r.encryptedContent },
+  );
 }
 
 /**
@@ -65,7 +89,9 @@ export function convertMessagesToResponsesInput(messages: readonly Message[]): I
         let texts: OutputText[] = [];
         let phase: MessagePhase | undefined;
         const flush = () => {
-          if (texts.length > 0) items.push(phase ? { type: "message", role: "assistant", content: texts, phase } : { type: "message", role: "assistant", content: texts });
+          if (texts.length > 0) {
+            items.push(replay(phase ? { type: "message", role: "assistant", content: texts, phase } : { type: "message", role: "assistant", content: texts }));
+          }
           texts = [];
         };
         for (const b of m.content) {
@@ -93,23 +119,27 @@ export function convertMessagesToResponsesInput(messages: readonly Message[]): I
 
 /** The exact request body for a ModelRequest. Key order is fixed by construction. */
 export function buildResponsesRequest(req: ModelRequest, opts: OpenAIResponsesProviderOptions = {}): ResponseCreateParamsStreaming {
-  const body: Record<string, unknown> = { model: req.model };
-  if (req.system !== "") body.instructions = req.system;
-  body.input = convertMessagesToResponsesInput(req.messages);
-  if (req.tools.length > 0) {
-    body.tools = req.tools.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.inputSchema, strict: false }));
-  }
-  body.store = false;
-  body.stream = true;
-  if (req.cacheKey) body.prompt_cache_key = req.cacheKey;
   const maxOut = req.maxOutputTokens ?? opts.defaultMaxOutputTokens;
-  if (maxOut !== undefined) body.max_output_tokens = maxOut;
-  if (req.reasoningEffort != null && req.reasoningEffort !== "none") {
-    body.reasoning = { effort: req.reasoningEffort, summary: "auto" };
+  const effort = req.reasoningEffort != null && req.reasoningEffort !== "none" ? req.reasoningEffort : undefined;
+  // One literal in wire order, an absent field `undefined` (then deleted): the bytes never depend
+  // on which branches ran, and every field is checked against the SDK's type.
+  const body: ResponseCreateParamsStreaming = {
+    model: req.model,
+    instructions: req.system !== "" ? req.system : undefined,
+    input: convertMessagesToResponsesInput(req.messages),
+    tools:
+      req.tools.length > 0
+        ? req.tools.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.inputSchema, strict: false }))
+        : undefined,
+    store: false,
+    stream: true,
+    prompt_cache_key: req.cacheKey ? req.cacheKey : undefined,
+    max_output_tokens: maxOut,
+    reasoning: effort ? { effort, summary: "auto" } : undefined,
     // store:false means reasoning must travel with the request: ask for it back encrypted.
-    body.include = ["reasoning.encrypted_content"];
-  }
-  return body as unknown as ResponseCreateParamsStreaming;
+    include: effort ? ["reasoning.encrypted_content"] : undefined,
+  };
+  return withoutUndefined(body);
 }
 
 interface RawResponse {

@@ -46,6 +46,19 @@ export function makeUsage(u: Omit<Usage, "totalTokens"> & { totalTokens?: number
   };
 }
 
+/**
+ * `body` with its `undefined`-valued keys deleted, the other keys keeping their order. A request
+ * body is written as one object literal typed with the SDK's param type, its keys in wire order
+ * and an absent optional field as `undefined`: the literal fixes the key order (which the
+ * provider's prompt cache depends on, the body being serialised in insertion order) and gets the
+ * type's checks (a misspelled field is an error). Deleting the absent keys leaves the object
+ * holding just what is sent, as JSON.stringify would.
+ */
+export function withoutUndefined<T extends object>(body: T): T {
+  for (const key of Object.keys(body)) if (Reflect.get(body, key) === undefined) Reflect.deleteProperty(body, key);
+  return body;
+}
+
 /** Non-negative finite number or 0: providers send null/absent fields freely. */
 export function num(v: unknown): number {
   return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0;
