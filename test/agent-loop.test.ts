@@ -400,7 +400,7 @@ describe.each(PROVIDER_IDS)("§3.4 stop kinds [%s]", (id) => {
   it("interrupted: aborting while the model hangs stops the turn, with no further request", async () => {
     mock.enqueue({ kind: "hang" });
     const ac = new AbortController();
-    void mock.waitForRequests(1).then(() => setTimeout(() => ac.abort(), 20));
+    void mock.waitForRequests(1).then(() => ac.abort()); // the request is at the mock, which never answers it
     const h = makeHooks();
     const res = await runAgentLoop(config(providerFor(id), [], { signal: ac.signal }), h.hooks);
     expect(res.stopReason).toBe("interrupted");
@@ -455,11 +455,13 @@ describe("§3.4 stop kinds (orchestration)", () => {
     const lab = new ToolLab();
     const ac = new AbortController();
     const slow = lab.tool("slow", {
-      run: (_call, signal) =>
-        new Promise<ToolOutcome>((_resolve, reject) => {
+      run: (_call, signal) => {
+        const cancelled = new Promise<ToolOutcome>((_resolve, reject) => {
           signal.addEventListener("abort", () => reject(new Error("cancelled by signal")), { once: true });
-          setTimeout(() => ac.abort(), 5);
-        }),
+        });
+        ac.abort(); // the user interrupts while this tool runs
+        return cancelled;
+      },
     });
     const other = lab.tool("other");
     mock.enqueue({
@@ -483,11 +485,13 @@ describe("§3.4 stop kinds (orchestration)", () => {
     mock.enqueue({ kind: "error", status: 400, contextOverflow: true });
     const ac = new AbortController();
     const h = makeHooks({
-      compact: (_history, signal) =>
-        new Promise((_resolve, reject) => {
+      compact: (_history, signal) => {
+        const cancelled = new Promise<null>((_resolve, reject) => {
           signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-          setTimeout(() => ac.abort(), 5);
-        }),
+        });
+        ac.abort(); // the user interrupts while the compaction runs
+        return cancelled;
+      },
     });
     const res = await runAgentLoop(config(providerFor("anthropic"), [], { signal: ac.signal }), h.hooks);
     expect(res.stopReason).toBe("interrupted");
@@ -590,9 +594,17 @@ describe.each(PROVIDER_IDS)("§3.5 retries [%s]", (id) => {
   it("abort during the backoff sleep: interrupted, no further request (Retry-After capped)", async () => {
     mock.enqueue({ kind: "error", status: 429, retryAfterSeconds: 3600 }, { text: "not reached" });
     const ac = new AbortController();
+    // The abort comes once the backoff sleep listens for it: the first "abort" listener added to
+    // the turn's signal after the retry was announced.
+    let retryAnnounced = false;
+    const listen = ac.signal.addEventListener.bind(ac.signal);
+    ac.signal.addEventListener = ((type: string, listener: EventListenerOrEventListenerObject, options?: AddEventListenerOptions) => {
+      listen(type, listener, options);
+      if (type === "abort" && retryAnnounced && !ac.signal.aborted) ac.abort();
+    }) as AbortSignal["addEventListener"];
     const h = makeHooks({
       onEvent: (e) => {
-        if (e.type === "modelCallFailed" && e.willRetry) setTimeout(() => ac.abort(), 0); // fires once the sleep started
+        if (e.type === "modelCallFailed" && e.willRetry) retryAnnounced = true;
       },
     });
     const { res } = await run({ signal: ac.signal, retry: { ...RETRY, maxRetryAfterMs: 50_000 } }, [], h);
@@ -676,10 +688,25 @@ describe("§3.7 parallel where safe", () => {
   const writeTool = (lab: ToolLab, name = "write") => lab.tool(name, { run: tick });
   const calls = (...specs: Array<[string, string]>) => ({ toolCalls: specs.map(([cid, name]) => ({ id: cid, name, arguments: {} })) });
 
+  /** A read-only tool whose runs all wait for release(): how many run at once shows, without timers. */
+  const heldReadTool = (lab: ToolLab) => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    return { tool: lab.tool("read", { readOnly: true, run: () => released }), release };
+  };
+
   it("runs consecutive read-only calls concurrently", async () => {
     const lab = new ToolLab();
+    const read = heldReadTool(lab);
     mock.enqueue(calls(["r1", "read"], ["r2", "read"], ["r3", "read"]), { text: "done" });
-    const res = await runAgentLoop(config(providerFor("anthropic"), [readTool(lab)]), makeHooks().hooks);
+    const loop = runAgentLoop(config(providerFor("anthropic"), [read.tool]), makeHooks().hooks);
+    try {
+      // All three run at once: none of them can end before the release.
+      await expect.poll(() => lab.running, { timeout: 10_000 }).toBe(3);
+    } finally {
+      read.release();
+    }
+    const res = await loop;
     expect(res.stopReason).toBe("finalAnswer");
     expect(lab.maxRunning).toBe(3);
     expect(lab.order().slice(0, 3)).toEqual(["start:r1", "start:r2", "start:r3"]);
@@ -714,8 +741,17 @@ describe("§3.7 parallel where safe", () => {
 
   it("is bounded by maxParallelTools", async () => {
     const lab = new ToolLab();
+    const read = heldReadTool(lab);
     mock.enqueue(calls(["r1", "read"], ["r2", "read"], ["r3", "read"], ["r4", "read"], ["r5", "read"]), { text: "done" });
-    const res = await runAgentLoop(config(providerFor("anthropic"), [readTool(lab)], { maxParallelTools: 2 }), makeHooks().hooks);
+    const loop = runAgentLoop(config(providerFor("anthropic"), [read.tool], { maxParallelTools: 2 }), makeHooks().hooks);
+    try {
+      // Two run, held; the others wait for them (a group's calls start together, in one go).
+      await expect.poll(() => lab.running, { timeout: 10_000 }).toBe(2);
+      expect(lab.executed.map((c) => c.id)).toEqual(["r1", "r2"]);
+    } finally {
+      read.release();
+    }
+    const res = await loop;
     expect(res.stopReason).toBe("finalAnswer");
     expect(lab.maxRunning).toBe(2);
     expect(lab.executed).toHaveLength(5);
