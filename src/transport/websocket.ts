@@ -123,8 +123,12 @@ interface TickBatch {
   held(): number;
 }
 
-function writesPerTick(ws: WebSocket): TickBatch {
-  const raw = (ws as unknown as { _socket?: Socket })._socket;
+/**
+ * `raw`: the TCP socket of the upgrade request (`req.socket`), which ws takes over for the
+ * connection and writes its frames to, so corking it batches them. (Absent for a request that came
+ * without one, e.g. @fastify/websocket's injectWS: then no batching.)
+ */
+function writesPerTick(raw: Socket | undefined): TickBatch {
   if (!raw || typeof raw.cork !== "function") return { add: () => {}, held: () => 0 };
   let corked = false;
   let pending = 0;
@@ -282,7 +286,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
         }
         sockets.add(socket);
         opts.onConnectionsChanged?.(sockets.size);
-        const batch = writesPerTick(socket);
+        const batch = writesPerTick(req.socket);
         const outbound = new OutboundQueue(
           {
             get bufferedAmount() {
