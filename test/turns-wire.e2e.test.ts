@@ -182,7 +182,11 @@ describe.each(PROVIDERS)("turn wire order with %s", (provider) => {
         contentItems: [{ type: "inputText", text: "42" }],
         success: true,
       });
-      expect(typeof completed.durationMs).toBe("number");
+      // The item's duration is the call's own: within the span from its item/started to its item/completed.
+      const span = client.notifications("item/completed").find((f) => f.params.item.id === completed.id)!.params.completedAtMs - client.notifications("item/started").find((f) => f.params.item.id === started.id)!.params.startedAtMs;
+      expect(completed.durationMs).toEqual(expect.any(Number));
+      expect(completed.durationMs).toBeGreaterThanOrEqual(0);
+      expect(completed.durationMs).toBeLessThanOrEqual(span);
 
       // The model saw the tool offered, then gets the result paired with its call id.
       expect(h.mock.requests).toHaveLength(2);

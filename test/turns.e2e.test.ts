@@ -21,11 +21,21 @@ describe.each(PROVIDERS)("turns over WebSocket with %s", (provider) => {
 
   it("streams a text turn in Codex order", async () => {
     h.mock.enqueue({ text: ["Hello", " there", "!"], usage: { input: 100, output: 5, cached: 40 } });
+    const asked = Date.now();
     const { turn } = await client.request("turn/start", { threadId, input: text("hi") });
     expect(turn.status).toBe("inProgress");
     const done = await turnCompleted(client, turn.id);
+    const told = Date.now();
     expect(done.params.turn).toMatchObject({ id: turn.id, status: "completed", stopReason: "finalAnswer", error: null });
-    expect(typeof done.params.turn.durationMs).toBe("number");
+    // The turn's duration spans its items and lies within the request..turn/completed round trip
+    // (the server runs in this process: one clock); its start and end in seconds agree with it.
+    const { durationMs, startedAt, completedAt } = done.params.turn;
+    const ofTurn = (method: string) => client.notifications(method).filter((f) => f.params.turnId === turn.id);
+    const itemsFrom = Math.min(...ofTurn("item/started").map((f) => f.params.startedAtMs));
+    const itemsTo = Math.max(...ofTurn("item/completed").map((f) => f.params.completedAtMs));
+    expect(durationMs).toBeGreaterThanOrEqual(itemsTo - itemsFrom);
+    expect(durationMs).toBeLessThanOrEqual(told - asked);
+    expect(completedAt - startedAt - Math.floor(durationMs / 1000)).toBeOneOf([0, 1]);
     expect(methodSequence(client, threadId)).toEqual([
       "thread/started",
       "thread/status/changed",
