@@ -415,5 +415,43 @@ describe.each(PROVIDERS)("turn control with %s", (provider) => {
       const read = await client.request("thread/read", { threadId, includeTurns: true });
       expect(read.thread.turns.map((t: any) => t.id)).toEqual([first.turn.id]);
     });
+
+    it("a turn/start retried on a new connection, then thread/resume with afterSeq: each event reaches that connection once", async () => {
+      // The flaky-link client: its first connection dropped mid-turn, it retries the message on a
+      // new one (which subscribes it, live) and then resumes from the last seq it saw. What it
+      // received live between the two must not come again in the replay (issue 31, chaos seed 31).
+      const g = newGate();
+      h.mock.enqueue({ text: ["a", "b"], gate: { afterEvents: afterFirstTextDelta(provider), wait: g.wait } });
+      const params = { threadId, input: text("hi"), clientUserMessageId: "msg-again" };
+      const turn = (await client.request("turn/start", params)).turn;
+      await firstDelta();
+      const retrying = await TestClient.initialized(h.ts.url);
+      try {
+        expect((await retrying.request("turn/start", params)).turn.id).toBe(turn.id);
+        g.open();
+        await turnCompleted(retrying, turn.id); // the end reached it live
+        await retrying.request("thread/resume", { threadId, afterSeq: 0 });
+        // Pipeline order: the replay goes out before anything of a later turn.
+        h.mock.enqueue({ text: "next" });
+        const next = (await retrying.request("turn/start", { threadId, input: text("next") })).turn;
+        await turnCompleted(retrying, next.id);
+        const seqs = retrying.notifications().filter((f) => f.params?.threadId === threadId).map((f) => f.params.seq as number);
+        const repeated = seqs.filter((s, i) => seqs.indexOf(s) !== i);
+        expect(repeated, JSON.stringify(retrying.notifications().map((f) => [f.method, f.params?.seq]))).toEqual([]);
+        // Nothing stored was left out either: a fresh resume from 0 sees no seq it lacks.
+        const fresh = await TestClient.initialized(h.ts.url);
+        try {
+          await fresh.request("thread/resume", { threadId, afterSeq: 0 });
+          await fresh.waitForNotification("turn/completed", (p) => p.turn?.id === next.id);
+          const stored = fresh.notifications().filter((f) => f.params?.threadId === threadId).map((f) => f.params.seq as number);
+          expect(stored.filter((s) => !seqs.includes(s))).toEqual([]);
+          expect(stored.length).toBeGreaterThan(10);
+        } finally {
+          await fresh.close();
+        }
+      } finally {
+        await retrying.close();
+      }
+    });
   });
 });

@@ -90,7 +90,7 @@ export class ClusterLinks {
   }
 
   private async apply(thread: LoadedThread, msg: FanoutMessage): Promise<void> {
-    if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.runtime.store.maxEventSeq(thread.id);
+    if (thread.deliveredSeq < 0) thread.deliveryStartsAfter(await this.runtime.store.maxEventSeq(thread.id));
     const from = thread.deliveredSeq;
     const deltas = this.partsOf(thread.id)
       .collect(msg.d)

@@ -113,8 +113,25 @@ export class LoadedThread {
   claiming: Promise<void> | null = null;
   /** Highest seq delivered to this process's subscribers (-1: not known yet). */
   deliveredSeq = -1;
+  /**
+   * For each subscriber, the seq after which it has received every event live (-1: from the
+   * first delivery on, whose seq is not known yet). A connection that resumes while already
+   * subscribed (a turn/start retried on a new connection subscribes it first) is replayed only
+   * what came before that point: the rest it has had.
+   */
+  readonly liveAfter = new Map<Subscriber, number>();
   /** Created by this process: only its creator cleans an ephemeral thread away. */
   createdHere = false;
+
+  /**
+   * `deliveredSeq` becomes known (`seq`: everything up to it was delivered, or needs no
+   * delivery): subscribers that came before start their live delivery after it.
+   */
+  deliveryStartsAfter(seq: number): void {
+    if (this.deliveredSeq >= 0) return;
+    this.deliveredSeq = seq;
+    for (const [s, after] of this.liveAfter) if (after < 0) this.liveAfter.set(s, seq);
+  }
   /** Serialises publication (and steps that must see it, e.g. attach) so notifications leave in `seq` order. */
   private pipeline: Promise<void> = Promise.resolve();
   private inFlight = 0;
@@ -452,7 +469,10 @@ export class ThreadRuntime {
   /** Sends to this process's subscribers (events of this process, or relayed from another). */
   deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void {
     const seq = params.seq;
-    if (typeof seq === "number" && seq > thread.deliveredSeq) thread.deliveredSeq = seq;
+    if (typeof seq === "number" && seq > thread.deliveredSeq) {
+      thread.deliveryStartsAfter(seq - 1);
+      thread.deliveredSeq = seq;
+    }
     const n: SharedNotification = { method, params, emittedAtMs: emittedAtMs ?? Date.now() };
     for (const s of thread.subscribers) s.notifyShared ? s.notifyShared(n) : s.notify(method, params, n.emittedAtMs);
     if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notifyShared ? alsoTo.notifyShared(n) : alsoTo.notify(method, params, n.emittedAtMs);
@@ -502,6 +522,7 @@ export class ThreadRuntime {
   subscribe(thread: LoadedThread, subscriber: Subscriber): void {
     if (thread.subscribers.has(subscriber)) return;
     thread.subscribers.add(subscriber);
+    thread.liveAfter.set(subscriber, thread.deliveredSeq);
     thread.broker.subscribed(subscriber);
   }
 
@@ -529,16 +550,22 @@ export class ThreadRuntime {
       // The starting point of live delivery, taken before the response goes out (`listening` lets
       // resume wait for it): a thread followed from another process delivers only relayed events
       // above it, so read after the response, it could swallow events committed meanwhile.
-      if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);
+      if (thread.deliveredSeq < 0) thread.deliveryStartsAfter(await this.store.maxEventSeq(thread.id));
       listening?.();
       await after;
-      thread.subscribers.delete(subscriber); // a repeated resume must not see live events twice
       // Replay up to what this process has delivered: later events reach every subscriber live.
-      if (thread.deliveredSeq < 0) thread.deliveredSeq = await this.store.maxEventSeq(thread.id);
+      if (thread.deliveredSeq < 0) thread.deliveryStartsAfter(await this.store.maxEventSeq(thread.id));
+      // Already subscribed (a repeated resume, or a turn/start that subscribed it first): what it
+      // received live is not sent again. Its replay then follows those live events, out of seq
+      // order, but each event reaches it once.
+      const liveAfter = thread.subscribers.has(subscriber) ? (thread.liveAfter.get(subscriber) ?? thread.deliveredSeq) : thread.deliveredSeq;
+      thread.subscribers.delete(subscriber); // nothing reaches it live while its replay is read
+      thread.liveAfter.delete(subscriber);
       if (afterSeq !== null) {
         let cursor = afterSeq;
+        const upTo = Math.min(liveAfter, thread.deliveredSeq);
         for (;;) {
-          const page = (await this.store.listEvents(thread.id, cursor, REPLAY_PAGE)).filter((e) => e.seq <= thread.deliveredSeq);
+          const page = (await this.store.listEvents(thread.id, cursor, REPLAY_PAGE)).filter((e) => e.seq <= upTo);
           if (!thread.attaching.has(subscriber)) break;
           for (const e of page) subscriber.notify(e.method, e.params, e.emittedAtMs);
           if (page.length < REPLAY_PAGE) break;
@@ -752,6 +779,7 @@ export class ThreadRuntime {
     const thread = this.loaded.get(threadId);
     if (!thread) return "notLoaded";
     const attaching = thread.attaching.delete(subscriber);
+    thread.liveAfter.delete(subscriber);
     if (!thread.subscribers.delete(subscriber)) {
       if (!attaching) return "notSubscribed";
       this.maybeUnload(thread);
@@ -767,6 +795,7 @@ export class ThreadRuntime {
     for (const thread of [...this.loaded.values()]) {
       const attaching = thread.attaching.delete(subscriber);
       if (attaching && !thread.subscribers.has(subscriber)) this.maybeUnload(thread);
+      thread.liveAfter.delete(subscriber);
       if (thread.subscribers.delete(subscriber)) {
         thread.broker.unsubscribed(subscriber);
         this.maybeUnload(thread);
