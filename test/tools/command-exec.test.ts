@@ -9,6 +9,7 @@ import type { SandboxMode } from "../../src/protocol/common.js";
 import { registerCommandExecHandler } from "../../src/rpc/handlers/command-exec.js";
 import { Connection } from "../../src/rpc/connection.js";
 import { policyOfMode } from "../../src/sandbox/policy.js";
+import { eventually } from "../support/cluster.js";
 import { makeDirs, processesRunning, sharedRunner, waitAllGone, waitGone, type Dirs } from "./helpers.js";
 
 let d: Dirs;
@@ -132,11 +133,15 @@ describe("command/exec", () => {
     const { conn, exec } = connect();
     void exec({ command: ["sleep", "987654"], timeoutMs: 60_000 }); // never answered: the peer closes
     const findSleeper = () => processesRunning("sleep 987654");
-    let pids: number[] = [];
-    for (let i = 0; i < 100 && pids.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      pids = findSleeper();
-    }
+    const pids = await eventually(
+      async () => {
+        const found = findSleeper();
+        return found.length > 0 && found;
+      },
+      500,
+      20,
+      "the running `sleep 987654`",
+    );
     expect(pids).toHaveLength(1);
     conn.close();
     expect(await waitAllGone(pids)).toEqual([]);
