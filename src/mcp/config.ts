@@ -69,11 +69,20 @@ export interface McpConfig {
 
 export class McpConfigError extends Error {}
 
-/** Where the configuration is read from: the explicit file, or `<home>/mcp.json` if present. */
+/**
+ * Where the configuration is read from: the explicit file, or `<home>/mcp.json` if present. Only
+ * its absence means "no configuration": a file that is there but cannot be looked at is returned,
+ * so that reading it reports why.
+ */
 export async function locateMcpConfig(explicit: string | undefined, home: string): Promise<string | null> {
   if (explicit) return path.resolve(explicit);
   const fallback = path.join(home, "mcp.json");
-  return (await fs.stat(fallback).catch(() => null))?.isFile() ? fallback : null;
+  try {
+    return (await fs.stat(fallback)).isFile() ? fallback : null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ENOTDIR" ? null : fallback;
+  }
 }
 
 /** Reads and validates the configuration; `file` null means no MCP servers. */

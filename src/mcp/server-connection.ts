@@ -18,6 +18,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
   ElicitRequestSchema,
+  ErrorCode,
+  McpError,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
@@ -33,6 +35,17 @@ import {
 import { VERSION } from "../version.js";
 import type { McpServerConfig } from "./config.js";
 import { connectTransport, type TransportDeps } from "./transport.js";
+
+/** A ready server failed to list its resources or resource templates (for a status call). */
+export class McpResourcesError extends Error {
+  constructor(
+    readonly server: string,
+    cause: unknown,
+  ) {
+    super(`MCP server ${server} could not list its resources: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "McpResourcesError";
+  }
+}
 
 export type McpServerState = "starting" | "ready" | "failed" | "stopped" | "disabled";
 
@@ -132,6 +145,8 @@ export class McpServerConnection {
     starting?.abort.abort();
     this.settleFirst();
     if (this.state !== "disabled" && this.state !== "stopped") this.setState("stopped");
+    // Closing a connection whose process already died can reject; it is closed either way, and
+    // the server is stopped for good, so there is nothing left to report.
     await Promise.all([client?.close().catch(() => {}), starting?.client.close().catch(() => {})]);
   }
 
@@ -162,16 +177,33 @@ export class McpServerConnection {
     return (await this.usableClient(signal)).readResource({ uri }, signal ? { signal } : undefined);
   }
 
-  /** Resources and templates for a status call: only from a ready server, never waiting long. */
+  /**
+   * Resources and templates for a status call: only from a ready server, never waiting long. A
+   * ready server that fails to list them (an error, or no answer within the status timeout)
+   * rejects with McpResourcesError, naming the server and why: a failure must not read as "this
+   * server has no resources".
+   */
   async resourcesNow(): Promise<{ resources: Resource[]; resourceTemplates: ResourceTemplate[] }> {
     const client = this.state === "ready" ? this.client : null;
     if (!client?.getServerCapabilities()?.resources) return { resources: [], resourceTemplates: [] };
     const opts = { timeout: STATUS_REQUEST_TIMEOUT_MS };
-    const [resources, templates] = await Promise.all([
-      client.listResources(undefined, opts).catch(() => null),
-      client.listResourceTemplates(undefined, opts).catch(() => null),
-    ]);
-    return { resources: resources?.resources ?? [], resourceTemplates: templates?.resourceTemplates ?? [] };
+    try {
+      const [resources, resourceTemplates] = await Promise.all([
+        client.listResources(undefined, opts).then((r) => r.resources),
+        client.listResourceTemplates(undefined, opts).then(
+          (r) => r.resourceTemplates,
+          // A server written before templates existed answers "method not found": it has none.
+          // Any other failure is the server's, and is reported.
+          (err: unknown) => {
+            if (err instanceof McpError && err.code === ErrorCode.MethodNotFound) return [];
+            throw err;
+          },
+        ),
+      ]);
+      return { resources, resourceTemplates };
+    } catch (err) {
+      throw new McpResourcesError(this.name, err);
+    }
   }
 
   /** Why a call cannot run now, as the model and the client read it. */
@@ -224,6 +256,7 @@ export class McpServerConnection {
         }),
       ]);
     } catch (err) {
+      // The attempt's own failure is what down() reports; closing what is left of it can only fail the same way.
       await client.close().catch(() => {});
       if (generation === this.generation) this.down(`${(err as Error).message}${this.stderrNote()}`);
       return;
@@ -232,7 +265,7 @@ export class McpServerConnection {
       if (this.starting === starting) this.starting = null;
     }
     if (generation !== this.generation) {
-      await client.close().catch(() => {}); // stopped while starting
+      await client.close().catch(() => {}); // stopped while starting: nobody is left to tell
       return;
     }
     client.onclose = () => {

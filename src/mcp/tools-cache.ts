@@ -85,6 +85,7 @@ export class ToolsCache {
         await fs.rename(tmp, this.file);
       } catch (err) {
         this.log.warn({ err, file: this.file }, "cannot write the MCP tools cache");
+        // Tidying up after the failure just logged; a temp file left behind is overwritten by the next write.
         await fs.rm(tmp, { force: true }).catch(() => {});
       }
     });

@@ -8,14 +8,14 @@
  * Streamable HTTP, reload.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { loadMcpConfig, McpConfigError } from "../../src/mcp/config.js";
+import { loadMcpConfig, locateMcpConfig, McpConfigError } from "../../src/mcp/config.js";
 import { McpManager } from "../../src/mcp/manager.js";
-import type { SupervisorTiming } from "../../src/mcp/server-connection.js";
+import { McpResourcesError, type SupervisorTiming } from "../../src/mcp/server-connection.js";
 import { CommandRunner } from "../../src/sandbox/runner.js";
 import { serverProcess, waitFor } from "../support/mcp.js";
 import { REPO_ROOT } from "../support/process.js";
@@ -72,6 +72,14 @@ describe("MCP configuration", () => {
     expect(err.message).toContain(file);
   });
 
+  it("<home>/mcp.json: absent is no configuration; there but unreadable is found, and reading it says why", async () => {
+    expect(await locateMcpConfig(undefined, dir)).toBeNull();
+    const file = path.join(dir, "mcp.json");
+    symlinkSync(file, file); // a link to itself: stat fails with ELOOP, not ENOENT
+    expect(await locateMcpConfig(undefined, dir)).toBe(file);
+    await expect(loadMcpConfig(file, dir)).rejects.toThrow(/cannot read the MCP configuration .*mcp\.json: ELOOP/);
+  });
+
   it("a missing file is an error; no file at all means no servers", async () => {
     await expect(loadMcpConfig(path.join(dir, "nope.json"), dir)).rejects.toThrow(/cannot read the MCP configuration .*nope\.json: ENOENT/);
     expect(await loadMcpConfig(null, dir)).toEqual({ file: null, servers: [] });
@@ -97,6 +105,18 @@ describe("MCP servers over stdio, in the sandbox", () => {
       resources: [{ uri: "test://greeting", name: "greeting", mimeType: "text/plain" }],
       resourceTemplates: [{ uriTemplate: "test://notes/{name}", name: "note", mimeType: "text/plain" }],
     });
+  });
+
+  it("a server whose resources/list fails is an error naming it, never 'no resources'; one without templates has none", async () => {
+    const m = await manager(writeConfig({ bad: stdioServer({ env: { MCP_TEST_RESOURCES: "fail" } }), old: stdioServer({ env: { MCP_TEST_RESOURCES: "no-templates" } }) }));
+    const bad = m.server("bad")!;
+    expect(bad.state).toBe("ready");
+    const err = await bad.resourcesNow().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpResourcesError);
+    expect((err as McpResourcesError).server).toBe("bad");
+    expect((err as Error).message).toMatch(/^MCP server bad could not list its resources: .*the resource index is corrupt/);
+    expect(bad.state).toBe("ready"); // a failed listing is reported, it does not take the server down
+    expect(await m.server("old")!.resourcesNow()).toEqual({ resources: [{ uri: "test://greeting", name: "greeting", mimeType: "text/plain" }], resourceTemplates: [] });
   });
 
   it("sends a progress token and hands each progress notification on; log messages reach the server's log", async () => {

@@ -277,6 +277,17 @@ describe("MCP servers that live like real ones", () => {
 });
 
 describe("MCP client methods", () => {
+  it("mcpServerStatus/list: a server whose resources/list fails makes the full list an error, never 'no resources'", async () => {
+    writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir, env: { MCP_TEST_RESOURCES: "fail" } } });
+    await start();
+    // The protocol's status has no per-server resources error; the handler passes the failure on.
+    const err = await client!.request("mcpServerStatus/list", {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RpcError);
+    // Without resources asked for, the same server lists as usual.
+    const { data } = await client!.request("mcpServerStatus/list", { detail: "toolsAndAuthOnly" });
+    expect(data[0]).toMatchObject({ name: "test", runtimeStatus: "connected", resources: [] });
+  });
+
   it("mcpServerStatus/list, mcpServer/tool/call, mcpServer/resource/read, config/mcpServer/reload", async () => {
     writeConfig({ test: { command: process.execPath, args: [FIXTURE], cwd: dir }, broken: { command: "no-such-mcp-server-xyz", cwd: dir } });
     await start();
