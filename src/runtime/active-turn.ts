@@ -6,7 +6,7 @@ import type { UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
 import type { TransactionSql } from "postgres";
-import type { ActiveTurnHandle, ThreadEvent } from "./threads.js";
+import type { ActiveTurnHandle, ThreadEvent } from "./thread-types.js";
 
 export interface StreamingItem {
   id: string;

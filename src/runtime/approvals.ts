@@ -12,7 +12,7 @@ import { samePattern } from "../tools/execpolicy.js";
 import type { ApprovalAnswer, ApprovalRequest } from "../tools/context.js";
 import type { ActiveTurn } from "./active-turn.js";
 import type { TurnDeps } from "./turn-deps.js";
-import type { LoadedThread } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
 
 const CommandReply = z.object({ decision: CommandExecutionApprovalDecision });
 const FileChangeReply = z.object({ decision: ApprovalDecision });

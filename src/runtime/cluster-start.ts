@@ -16,7 +16,8 @@ import { Fanout } from "./fanout.js";
 import { DEFAULT_LEASE_TTL_MS, LeaseManager } from "./leases.js";
 import { RemoteCommands } from "./remote-commands.js";
 import { Sweeper } from "./sweeper.js";
-import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
+import type { ThreadRuntime } from "./threads.js";
 import type { TurnRunner } from "./turns.js";
 
 export interface ClusterHandle {

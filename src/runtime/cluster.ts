@@ -9,13 +9,31 @@ import type { ThreadRecord } from "../store/records.js";
 import { DeltaParts, type FanoutMessage, type Fanout } from "./fanout.js";
 import { LeaseHeldError, type LeaseManager } from "./leases.js";
 import type { RemoteCommand, RemoteCommands } from "./remote-commands.js";
-import type { LoadedThread, RuntimeLogger, Subscriber, ThreadEvent, ThreadRuntime } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import type { RuntimeLogger, Subscriber, ThreadEvent } from "./thread-types.js";
+import type { StoredEvent } from "../store/records.js";
+import type { ThreadStore } from "../store/thread-store.js";
+import type { TransactionSql } from "postgres";
 
 /** The turn operations a remote request runs on the owner (TurnRunner). */
 export interface LocalTurnOps {
   interruptLocal(threadId: string, turnId: string): Promise<unknown>;
   steerLocal(threadId: string, turnId: string, input: unknown[], clientId: string | null): Promise<unknown>;
   shellCommandLocal(threadId: string, command: string, timeoutMs: number, requester: Subscriber): Promise<void>;
+}
+
+/**
+ * What the cluster links use of the thread runtime (ThreadRuntime, threads.ts). Declared here,
+ * not imported, so that the runtime may hold the links without an import cycle.
+ */
+export interface ClusterHost {
+  readonly loaded: Map<string, LoadedThread>;
+  readonly store: ThreadStore;
+  load(threadId: string): Promise<LoadedThread>;
+  claim(thread: LoadedThread): Promise<void>;
+  commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: TransactionSql) => Promise<void>, opts?: { alsoTo?: Subscriber }): Promise<StoredEvent[]>;
+  deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void;
+  maybeUnload(thread: LoadedThread): void;
 }
 
 const NOBODY: Subscriber = { id: -1, notify: () => {} };
@@ -37,7 +55,7 @@ export class ClusterLinks {
 
   constructor(
     readonly leases: LeaseManager,
-    private readonly runtime: ThreadRuntime,
+    private readonly runtime: ClusterHost,
     private readonly log: RuntimeLogger,
   ) {}
 

@@ -21,12 +21,11 @@ import { uuidv7 } from "../ids.js";
 import { ProviderError, type ModelProvider, type ModelRequest } from "../providers/types.js";
 import type { HistoryEntry } from "../store/history-entry.js";
 import type { ActiveTurn } from "./active-turn.js";
-import { startedCallsOf } from "./history-log.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import { environmentOf } from "./settings.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
-import type { LoadedThread } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
 
 /** Summary requests tried with a smaller budget after an overflow (each half the one before). */
 const SUMMARY_OVERFLOW_ATTEMPTS = 5;
@@ -120,7 +119,7 @@ export class Compactor {
     let budget = window ? Math.floor(window * SUMMARY_INPUT_SHARE) : Infinity;
     let overflows = 0;
     for (let retry = 0; !signal.aborted; ) {
-      const fitted = fitForSummary(history, budget, overhead, startedCallsOf(thread));
+      const fitted = fitForSummary(history, budget, overhead, thread.startedCalls);
       if (!fitted.ok) throw compactionFailed(fitted.reason);
       try {
         // No tools: the summary is text, and a model offered tools may answer with a call instead.

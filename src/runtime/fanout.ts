@@ -23,7 +23,7 @@
  * relayed to it).
  */
 import type { Sql } from "postgres";
-import type { RuntimeLogger } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
 
 /** Postgres's NOTIFY payload limit is 8000 bytes; keep a margin for the JSON envelope. */
 const MAX_PAYLOAD = 7600;

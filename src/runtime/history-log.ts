@@ -9,20 +9,7 @@ import type { HistoryEntry } from "../store/history-entry.js";
 import type { ThreadStore } from "../store/thread-store.js";
 import type { TurnStore } from "../store/turn-store.js";
 import { modelContext } from "./history.js";
-import type { LoadedThread } from "./threads.js";
-
-/**
- * Per loaded thread: model call ids whose tool item was recorded as started. A call among them
- * with no result (a crash, a store failure) is repaired as "outcome unknown", never "not executed".
- * Kept beside LoadedThread rather than on it (threads.ts is shared with the protocol work).
- */
-const startedCalls = new WeakMap<LoadedThread, Set<string>>();
-
-export function startedCallsOf(thread: LoadedThread): Set<string> {
-  let set = startedCalls.get(thread);
-  if (!set) startedCalls.set(thread, (set = new Set()));
-  return set;
-}
+import type { LoadedThread } from "./loaded-thread.js";
 
 export class HistoryLog {
   constructor(
@@ -43,7 +30,7 @@ export class HistoryLog {
       this.threads.lastInputTokens(thread.id),
       this.turns.threadStartedCallIds(thread.id),
     ]);
-    for (const id of started) startedCallsOf(thread).add(id);
+    for (const id of started) thread.startedCalls.add(id);
     thread.entries = entries;
     thread.history = modelContext(entries);
     thread.messageCount = messageCount;

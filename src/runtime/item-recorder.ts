@@ -10,9 +10,9 @@ import type { TransactionSql } from "postgres";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord } from "../store/records.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
-import { startedCallsOf } from "./history-log.js";
 import type { TurnDeps } from "./turn-deps.js";
-import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
 import { itemRef } from "../store/event-refs.js";
 
 /** Attempts at recording an item's completion before the storage error propagates. */
@@ -82,7 +82,7 @@ export class ItemRecorder {
       completedAtMs: status === "inProgress" ? null : (item.completedAtMs ?? now),
     };
     // From now on a missing result for this call means "outcome unknown", not "not executed".
-    if (callId !== null) startedCallsOf(thread).add(callId);
+    if (callId !== null) thread.startedCalls.add(callId);
     return this.deps.turns.insertItem(tx, { ...record, callId });
   }
 }

@@ -18,7 +18,7 @@ import { randomUUID } from "node:crypto";
 import type { TransactionSql } from "postgres";
 import type { LeaseStore, LeasedRow } from "../store/lease-store.js";
 import { TurnRequestError } from "./turn-errors.js";
-import type { RuntimeLogger } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 

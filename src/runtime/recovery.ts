@@ -12,7 +12,7 @@ import { uuidv7 } from "../ids.js";
 import type { TurnError } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ClaimedThread, UnfinishedItem } from "../store/recovery-store.js";
-import type { RuntimeLogger } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
 import { turnView } from "./turn-view.js";
 
 export const RESTART_REASON = "server restarted";

@@ -6,7 +6,7 @@
  * not answer in time fails (the owner may have died; its turns are then the sweeper's).
  */
 import type { Listening, NotifyChannel } from "../store/notify-channel.js";
-import type { RuntimeLogger } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
 
 export type RemoteCommand =
   | { kind: "interrupt"; threadId: string; turnId: string }

@@ -12,7 +12,8 @@
 import type { RecoveryStore } from "../store/recovery-store.js";
 import type { LeaseManager } from "./leases.js";
 import { recoverThread, type RestorableTurn } from "./recovery.js";
-import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
+import type { ThreadRuntime } from "./threads.js";
 
 /** The sweeper stopped judging others' leases mid-pass (leases.ts judgesOthers). */
 class SweepDeferred extends Error {}

@@ -16,7 +16,9 @@ import type { HistoryLog } from "./history-log.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
 import { mergeThreadConfig, sameThreadMcpServers } from "./thread-mcp.js";
 import { settingsResponse, threadView } from "./thread-view.js";
-import type { LoadedThread, RuntimeLogger, Subscriber, ThreadRuntime } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import type { RuntimeLogger, Subscriber } from "./thread-types.js";
+import type { ThreadRuntime } from "./threads.js";
 import { TurnRequestError } from "./turn-errors.js";
 import { turnView } from "./turn-view.js";
 

@@ -24,7 +24,7 @@ import type { McpServerConfig } from "../mcp/config.js";
 import { McpManager } from "../mcp/manager.js";
 import { mcpTool } from "../mcp/tool.js";
 import type { CommandRunner } from "../sandbox/runner.js";
-import type { LoadedThread } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
 import type { ToolSource } from "./tool-host.js";
 
 const KEY = "mcp_servers";

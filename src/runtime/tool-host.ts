@@ -19,16 +19,14 @@ import { builtinTools } from "../tools/builtin.js";
 import { shellTool } from "../tools/shell.js";
 import type { ToolContext } from "../tools/context.js";
 import { dynamicTool } from "../tools/dynamic.js";
-import type { ToolSource as ToolSourceOf } from "../tools/source.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
 import { requestApproval } from "./approvals.js";
 import type { ItemRecorder } from "./item-recorder.js";
-import type { TurnDeps } from "./turn-deps.js";
-import type { LoadedThread } from "./threads.js";
+import type { ToolSource, TurnDeps } from "./turn-deps.js";
+import type { LoadedThread } from "./loaded-thread.js";
 import { postToolUse, preToolUse, vetoOutcome } from "./turn-hooks.js";
 
-/** A provider of tools for a turn, given the thread as this process has it loaded. */
-export type ToolSource = ToolSourceOf<LoadedThread>;
+export type { ToolSource } from "./turn-deps.js";
 
 export const builtinSource: ToolSource = { name: "builtin", tools: (ctx) => builtinTools(ctx) };
 // thread/start rejects dynamic tools named like built-ins, so nothing is replaced.

@@ -5,10 +5,15 @@ import type { CommandRunner } from "../sandbox/runner.js";
 import type { TurnStore } from "../store/turn-store.js";
 import type { ExecPolicyStore } from "../store/execpolicy-store.js";
 import type { HookRunner } from "../hooks/runner.js";
-import type { ToolSource } from "./tool-host.js";
+import type { ToolSource as ToolSourceOf } from "../tools/source.js";
+import type { LoadedThread } from "./loaded-thread.js";
 import type { HistoryLog } from "./history-log.js";
 import type { ProviderPool } from "./provider-pool.js";
-import type { RuntimeLogger, ThreadRuntime } from "./threads.js";
+import type { RuntimeLogger } from "./thread-types.js";
+import type { ThreadRuntime } from "./threads.js";
+
+/** A provider of tools for a turn, given the thread as this process has it loaded (tool-host.ts has the sources). */
+export type ToolSource = ToolSourceOf<LoadedThread>;
 
 export interface TurnSettings {
   maxModelCalls: number;

@@ -25,7 +25,8 @@ import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
-import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
 import type { ThreadItem } from "../protocol/items.js";
 import { capText, itemRef } from "../store/event-refs.js";
 

@@ -15,7 +15,7 @@ import type { ThreadItem } from "../protocol/items.js";
 import type { ActiveTurn } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
-import type { LoadedThread } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
 
 /** Tag of the developer message a stop hook's "continue" becomes in the model history. */
 export const STOP_HOOK_TAG = "stop_hook_feedback";

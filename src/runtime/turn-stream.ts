@@ -26,7 +26,8 @@ import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import { contextWindowOf } from "./context-window.js";
 import type { TransactionSql } from "postgres";
-import { inIssueOrder, type LoadedThread, type ThreadEvent } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
 import { itemRef } from "../store/event-refs.js";
 import { completedEvent } from "./item-recorder.js";
 

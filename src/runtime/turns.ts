@@ -39,13 +39,15 @@ import { CompactionError, Compactor } from "./compaction.js";
 import { latestPlan } from "../agent/plan-guard.js";
 import { stopHooks } from "./turn-hooks.js";
 import { threadMessages, type HistoryEntry } from "./history.js";
-import { startedCallsOf, type HistoryLog } from "./history-log.js";
+import type { HistoryLog } from "./history-log.js";
 import { completedEvent, ItemRecorder } from "./item-recorder.js";
 import { itemRef } from "../store/event-refs.js";
 import type { ProviderPool } from "./provider-pool.js";
 import type { RestorableTurn } from "./recovery.js";
 import { applyOverrides, environmentOf, settingsMessage } from "./settings.js";
-import { inIssueOrder, type LoadedThread, type RuntimeLogger, type Subscriber, type ThreadEvent, type ThreadRuntime } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import { inIssueOrder, type RuntimeLogger, type Subscriber, type ThreadEvent } from "./thread-types.js";
+import type { ThreadRuntime } from "./threads.js";
 import { DEFAULT_SOURCES, toolsFor, userShellTool, type ToolSource } from "./tool-host.js";
 import { NO_OBSERVER, type TurnDeps, type TurnSettings } from "./turn-deps.js";
 import { finishTurn } from "./turn-end.js";
@@ -316,7 +318,7 @@ export class TurnRunner {
             retry: settings.retry,
             maxParallelTools: settings.maxParallelTools,
             signal,
-            startedCalls: startedCallsOf(thread),
+            startedCalls: thread.startedCalls,
             planStopGuard: settings.planStopGuard !== false,
             plan: latestPlan(threadMessages(thread.entries!)),
             ...(resumeToolCalls ? { resumeToolCalls } : {}),

@@ -23,7 +23,10 @@ import type { StoredEvent, TurnRecord } from "../store/records.js";
 import { TurnAlreadyEndedError, type TurnStore } from "../store/turn-store.js";
 import { LeaseLostError } from "./leases.js";
 import { TurnRequestError } from "./turn-errors.js";
-import type { LoadedThread, RuntimeLogger, ThreadRuntime } from "./threads.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import type { RuntimeLogger } from "./thread-types.js";
+import type { ThreadStore } from "../store/thread-store.js";
+import type { ClusterLinks } from "./cluster.js";
 
 /** Default for APP_SERVER_RECORD_RETRY_MS: how often an unrecorded ending is tried again. */
 export const DEFAULT_RECORD_RETRY_MS = 500;
@@ -52,13 +55,26 @@ export class ThreadStateUnrecordedError extends TurnRequestError {
   }
 }
 
+/**
+ * What recording a held ending uses of the thread runtime (ThreadRuntime, threads.ts). Declared
+ * here, not imported, so that the runtime may hold this object without an import cycle.
+ */
+export interface UnrecordedHost {
+  readonly store: ThreadStore;
+  readonly cluster: ClusterLinks | null;
+  deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: undefined, emittedAtMs?: number): void;
+  leaseLost(thread: LoadedThread): void;
+  releaseIfIdle(thread: LoadedThread): void;
+  maybeUnload(thread: LoadedThread): void;
+}
+
 export class UnrecordedEnds {
   private readonly pending = new Map<string, { thread: LoadedThread; end: UnrecordedEnd }>();
   private timer: NodeJS.Timeout | null = null;
   private attempting: Promise<void> | null = null;
 
   constructor(
-    private readonly runtime: ThreadRuntime,
+    private readonly runtime: UnrecordedHost,
     private readonly turns: TurnStore,
     private readonly log: RuntimeLogger,
     private readonly retryMs = DEFAULT_RECORD_RETRY_MS,

@@ -1,0 +1,83 @@
+/**
+ * A loaded thread's lease (leases.ts has the protocol): taken before this process writes the
+ * thread, given back once nothing runs on it, and dropped when a write is fenced off because
+ * another process took the thread over. Without a cluster every method does nothing.
+ */
+import type { ThreadRecord } from "../store/records.js";
+import type { LoadedThread } from "./loaded-thread.js";
+import { SeqCounter } from "./seq.js";
+import type { ThreadContext } from "./thread-context.js";
+
+export class ThreadLeases {
+  constructor(private readonly ctx: ThreadContext) {}
+
+  /**
+   * Takes the thread's lease for this process. The thread row comes back with it (settings, name
+   * — caches are refreshed), and when another
+   * process held the lease since this one last did, seq continues above the stored reservation,
+   * the history caches are dropped (reloaded on next use) and events it committed are delivered to
+   * this process's subscribers first.
+   * LeaseHeldError: another live process holds it (a turn runs there).
+   */
+  claim(thread: LoadedThread): Promise<void> {
+    const cluster = this.ctx.cluster;
+    if (!cluster || thread.lease) return Promise.resolve();
+    return (thread.claiming ??= (async () => {
+      try {
+        const row = await cluster.leases.acquire(thread.id);
+        const { leaseEpoch, ...record } = row;
+        const foreign = leaseEpoch !== thread.heldEpoch + 1;
+        thread.lease = { epoch: leaseEpoch };
+        thread.heldEpoch = leaseEpoch;
+        thread.record = record as ThreadRecord;
+        // Seq from the database (above every number any holder reserved) unless this process
+        // held the previous epoch: then nobody else handed out numbers and memory is exact.
+        if (foreign) thread.seq = new SeqCounter(record.seqReserved);
+        if (thread.activeTurn === null) thread.status = record.systemError ? { type: "systemError" } : { type: "idle" };
+        if (foreign) {
+          thread.entries = null;
+          thread.history = null;
+          if (thread.subscribers.size > 0) await cluster.catchUp(thread);
+        }
+      } finally {
+        thread.claiming = null;
+      }
+    })());
+  }
+
+  /** Gives the lease back once nothing runs on the thread (after the pending steps). */
+  releaseIfIdle(thread: LoadedThread): void {
+    const { cluster, unrecorded, log } = this.ctx;
+    // Kept while the thread's last ending is unrecorded: its stored turn still reads inProgress.
+    if (!cluster || !thread.lease || unrecorded?.has(thread.id)) return;
+    void thread
+      .enqueue(async () => {
+        const lease = thread.lease;
+        // Only as the last step, with no turn: a later commit stamped under this lease still needs it.
+        if (!lease || thread.activeTurn !== null || thread.queued > 1 || thread.claiming || this.ctx.unrecorded?.has(thread.id)) return;
+        thread.lease = null;
+        await cluster.leases.release(thread.id, lease.epoch);
+      })
+      .catch((err) => log.warn({ err, threadId: thread.id }, "could not release a thread lease"));
+  }
+
+  /** A write was fenced off: another process owns the thread now; stop the turn running here. */
+  leaseLost(thread: LoadedThread): void {
+    const { cluster, log } = this.ctx;
+    if (thread.lease) {
+      log.warn({ threadId: thread.id, epoch: thread.lease.epoch }, "lost the thread's lease to another process; stopping its turn here");
+      thread.lease = null;
+      thread.entries = null;
+      thread.history = null;
+      (thread.activeTurn as { abort?: AbortController } | null)?.abort?.abort();
+    }
+    // This process's clients follow the thread from the log now: what the new owner stored (the
+    // turn's ending among it) reaches them after whatever is queued here. A relay of it that came
+    // while this process still took itself for the owner was not applied, and none may follow.
+    if (cluster) {
+      void thread
+        .enqueue(() => cluster.catchUp(thread))
+        .catch((err) => log.warn({ err, threadId: thread.id }, "could not deliver what the thread's new owner recorded; the next relay does"));
+    }
+  }
+}
