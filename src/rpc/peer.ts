@@ -18,7 +18,7 @@
 import {
   JSONRPCClient,
   JSONRPCServer,
-  type JSONRPCErrorResponse,
+  type JSONRPCError,
   type JSONRPCRequest,
   type JSONRPCResponse,
   JSONRPCErrorException,
@@ -99,10 +99,29 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-function errorResponse(id: WireId, code: number, message: string, data?: unknown): Obj {
-  const error: Obj = { code, message };
+function errorObject(code: number, message: string, data?: unknown): JSONRPCError {
+  const error: JSONRPCError = { code, message };
   if (data !== undefined) error.data = data;
-  return { jsonrpc: "2.0", id, error };
+  return error;
+}
+
+function errorResponse(id: WireId, code: number, message: string, data?: unknown): Obj {
+  return { jsonrpc: "2.0", id, error: errorObject(code, message, data) };
+}
+
+/** An error member as JSON-RPC 2.0 §5.1 has it: an object with a number `code` and a string `message`. */
+const isErrorObject = (e: unknown): e is JSONRPCError => isObj(e) && typeof e.code === "number" && typeof e.message === "string";
+
+/**
+ * A client's reply to one of our requests, as json-rpc-2.0's client takes it (it reads `id`,
+ * `result` and `error`): an error reply when `error` is set (not null), with the error object as
+ * sent, or -32603 carrying the value as data when that is not a JSON-RPC error object; else a
+ * result reply (`result` undefined when absent, which request() rejects as unexpected).
+ */
+function clientReply(msg: Obj, id: RequestId): JSONRPCResponse {
+  const error = msg.error;
+  if (!error) return { jsonrpc: "2.0", id, result: msg.result };
+  return { jsonrpc: "2.0", id, error: isErrorObject(error) ? error : errorObject(ErrorCode.InternalError, "Malformed error in the client's reply", error) };
 }
 
 export class RpcPeer {
@@ -131,7 +150,11 @@ export class RpcPeer {
       if (!this.open) throw new Error("connection closed");
       this.write(payload);
     });
-    this.server.mapErrorToJSONRPCErrorResponse = (id, error) => this.mapError(id, error);
+    // Handlers' errors are RpcErrors by then (addMethod); `id` is the internal one, replaced in dispatchRequest.
+    this.server.mapErrorToJSONRPCErrorResponse = (id, error) => {
+      const e = this.toRpcError(error, id);
+      return { jsonrpc: "2.0", id, error: errorObject(e.code, e.message, e.data) };
+    };
   }
 
   setGate(gate: RequestGate): void {
@@ -265,7 +288,7 @@ export class RpcPeer {
       // A response is never answered (JSON-RPC 2.0 §5), not even a malformed one: an error reply
       // with id null means the client could not parse something we sent, and answering it
       // could start an endless error exchange with a client that does the same.
-      if (validId(msg.id)) this.client.receive({ ...msg, jsonrpc: "2.0" } as unknown as JSONRPCResponse);
+      if (validId(msg.id)) this.client.receive(clientReply(msg, msg.id));
       else this.log.warn({ id: msg.id, error: msg.error }, "ignored a response without a valid id");
       return null;
     }
@@ -333,8 +356,8 @@ export class RpcPeer {
     this.activeRequests++;
     const handled = Promise.resolve(this.server.receive(request, { id, responded, signal: controller.signal }))
       .then(
-        (res) => (res ? { ...(res as unknown as Obj), id } : errorResponse(id, ErrorCode.InternalError, "Internal error")),
-        (err) => this.mapError(id, err) as unknown as Obj,
+        (res): Obj => (res ? { ...res, id } : errorResponse(id, ErrorCode.InternalError, "Internal error")),
+        (err) => this.mapError(id, err),
       )
       .finally(() => this.activeRequests--);
     try {
@@ -356,9 +379,9 @@ export class RpcPeer {
     return new RpcError(ErrorCode.InternalError, "Internal error");
   }
 
-  private mapError(id: WireId, err: unknown): JSONRPCErrorResponse {
+  private mapError(id: WireId, err: unknown): Obj {
     const e = this.toRpcError(err, id);
-    return errorResponse(id, e.code, e.message, e.data) as unknown as JSONRPCErrorResponse;
+    return errorResponse(id, e.code, e.message, e.data);
   }
 
   private write(payload: unknown): void {
