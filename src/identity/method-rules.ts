@@ -190,7 +190,14 @@ export const METHOD_RULES: { [M in ClientRequestMethod]: MethodRule<M> } = {
   "account/usage/read": { kind: "self" },
 };
 
-/** The rule of a method (typed loosely, for the guard). */
-export function ruleOf(method: ClientRequestMethod): MethodRule<ClientRequestMethod> {
-  return METHOD_RULES[method] as unknown as MethodRule<ClientRequestMethod>;
+/**
+ * The rule of some method: one of MethodRule<M> for every M. Its functions take that method's
+ * params, which a caller holding just a method name can only pass as `never` (the guard passes
+ * the request's own params).
+ */
+export type AnyMethodRule = (typeof METHOD_RULES)[ClientRequestMethod];
+
+/** The rule of a method (for the guard). */
+export function ruleOf(method: ClientRequestMethod): AnyMethodRule {
+  return METHOD_RULES[method];
 }
