@@ -188,8 +188,9 @@ export async function searchedPage(
   }
   const { branches } = await searchBranches(sql, m);
   if (branches.length === 0) return [];
-  const pages = await Promise.all(branches.map((b) => listing(sql`id`, b, pageRows) as unknown as Promise<{ id: string }[]>));
-  const ids = [...new Set(pages.flat().map((r) => r.id))];
+  const pages = await Promise.all(branches.map((b) => listing(sql`id`, b, pageRows)));
+  // Their one column: threads.id, text (a row's columns are `any` to postgres.js).
+  const ids = [...new Set(pages.flat().map((r): string => r.id))];
   if (ids.length === 0) return [];
   return rowsOf(ids);
 }
