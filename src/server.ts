@@ -4,7 +4,7 @@
  */
 import path from "node:path";
 import type { AppContext } from "./app-context.js";
-import { DEFAULT_LIMITS, DEFAULT_MODELS, defaultWorkspace, parseListen, type ServerConfig, type ServerLimits } from "./config.js";
+import { DEFAULT_LIMITS, DEFAULT_MODELS, defaultWorkspace, parseListen, type Listen, type ServerConfig, type ServerLimits } from "./config.js";
 import { Metrics } from "./metrics.js";
 import { clusterMetrics, isWorkerProcess } from "./workers.js";
 import { createLogger, redactUrl, type Logger } from "./log.js";
@@ -24,6 +24,7 @@ import { registerExecPolicyHandlers } from "./rpc/handlers/execpolicy.js";
 import { registerTeamHandlers } from "./rpc/handlers/teams.js";
 import { ExecPolicyStore } from "./store/execpolicy-store.js";
 import { DEFAULT_RETRY } from "./agent/retry.js";
+import type { SandboxPolicy } from "./protocol/common.js";
 import type { Model } from "./protocol/session.js";
 import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
@@ -40,7 +41,7 @@ import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
-import { startWebSocketTransport } from "./transport/websocket.js";
+import { startWebSocketTransport, type WebSocketTransport } from "./transport/websocket.js";
 import { keepaliveFromEnv, type KeepaliveOptions } from "./transport/keepalive.js";
 import { DEFAULT_MAX_INPUT_BYTES } from "./transport/frame-limits.js";
 import { VERSION } from "./version.js";
@@ -158,32 +159,166 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const signal = opts.signal;
   await unlessAborted(makeDirectory(opts.home), signal);
   const defaultCwd = opts.cwd !== undefined ? path.resolve(opts.cwd) : await makeWorkspace(opts, log);
-  let ready = false;
-  const connections = new Set<Connection>();
-  let app: AppContext | undefined;
+  const state: ServerState = { ready: false, connections: new Set<Connection>() };
 
   // The input limit's default keeps an input's echo within 1 MiB frames (transport/frame-limits.ts).
   const limits: ServerLimits = { ...DEFAULT_LIMITS, maxInputBytes: DEFAULT_MAX_INPUT_BYTES, ...opts.limits };
-  // The trust boundary every command, file tool and MCP server is held to (src/sandbox/boundary.ts):
-  // this server's home (database files, tokens, configs), the token file and other secret files
-  // are hidden; every configuration file it loads is protected; each thread gets a private /tmp.
-  const boundary = new TrustBoundary({
-    hidden: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
-    tmpBase: opts.sharedTmp ? null : await privateTmpBase(opts.home, randomBytes(4).toString("hex")),
-    limits: opts.commandLimits,
-    ...(opts.maxPatchBytes ? { maxPatchBytes: opts.maxPatchBytes } : {}),
-  });
+  const boundary = await trustBoundary(opts);
   // Every command the model or a client runs goes through this runner (the OS sandbox seam).
   const commands = new CommandRunner({ bwrapPath: opts.bwrapPath, envAllow: opts.commandEnv ?? [], set: opts.commandEnvironment, boundary });
   const auth = listen.kind === "ws" ? await admission(opts, log) : { token: null, peerUid: undefined };
   // Named users join once the store is open (team.ts); until then only the server's token is known.
   const admitted = new Admission({ serverToken: auth.token, ...(auth.peerUid === undefined ? {} : { peerUid: auth.peerUid }), localName: osUserName(), log });
-  let team: Team | undefined;
   /** This process's id in the cluster registry (turn slots are held by it), known once registered. */
   const registered = { processId: "unregistered" };
-  let stdioPrincipal: Principal | undefined;
-  // MCP servers: a configuration error stops the start (naming the file and the field); the
-  // servers themselves connect in the background, so a slow one never delays readiness.
+  const mcp = await loadMcp(opts, defaultCwd, boundary, commands, log, state.connections);
+  const sandboxStatus = logSandboxStatus(commands, boundary, log);
+  const metrics = new Metrics();
+  const accept = connectionAcceptor(state, { log, limits, defaultCwd, commands, boundary });
+  const ws = listen.kind === "ws" ? await startWebSocket(opts, listen, log, { state, limits, metrics, admitted, accept }) : null;
+  if (ws) metrics.trackOutbound(() => ws.bufferedBytes());
+
+  // The cluster's id of this process, known before the database opens: its sessions carry it, so
+  // a process that takes this one for dead can end them (LeaseStore.endSessionsOfDead).
+  const processId = randomUUID();
+  const db = await openStore(opts, processId, signal).catch(async (err: unknown) => {
+    await ws?.close();
+    throw err;
+  });
+  log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
+  const analyze = db.kind === "pglite" ? analyzeSoon(db, log) : null;
+
+  const { team, stdioPrincipal } = await startTeam(opts, listen, db, log, { defaultCwd, metrics, registered, state }).catch(async (err: unknown) => {
+    await db.close();
+    await ws?.close();
+    throw err;
+  });
+  state.team = team;
+  admitted.useDirectory(team.directory);
+  // A confined user's commands and tools do not see the other users' workspaces (docs/teams.md).
+  boundary.setScopeHidden((scope) => team.hiddenFrom(scope));
+  metrics.perUser = (userId, usage) => team.quotas.recordTokens(userId, usage);
+  const { app, runtime, turns, threadMcp } = await composeApp(opts, { log, limits, defaultCwd, boundary, commands, metrics, db, mcp, team });
+  state.app = app;
+  await mcp.start();
+
+  const cluster = await joinCluster(opts, processId, signal, sandboxStatus, { db, runtime, turns, log }, async () => {
+    await threadMcp.close();
+    await mcp.close();
+    // The start-up error is the one to report; the team is dropped either way.
+    await team.close().catch(() => {});
+    await db.close();
+    await ws?.close();
+  });
+  registered.processId = cluster.links.leases.processId;
+
+  const stdio = listen.kind === "stdio" ? startStdio(opts, (send) => accept(send, undefined, { principal: stdioPrincipal!, remote: "stdio" })) : null;
+  state.ready = true;
+  const url = ws?.url ?? "stdio://";
+  log.info({ url }, "listening");
+
+  const stop = () => stopServer({ state, stdio, ws, cluster, turns, runtime, threadMcp, mcp, team, analyze, db, boundary, log });
+  let closing: Promise<void> | null = null;
+  return { url, authToken: auth.token, app, db, close: () => (closing ??= stop()) };
+}
+
+/** Stops everything startServer started: first the listeners and clients, then turns, then what they used. */
+async function stopServer(parts: {
+  state: ServerState;
+  stdio: { close(): void } | null;
+  ws: WebSocketTransport | null;
+  cluster: ClusterHandle;
+  turns: TurnRunner;
+  runtime: ThreadRuntime;
+  threadMcp: ThreadMcpRegistry;
+  mcp: McpManager;
+  team: Team;
+  analyze: NodeJS.Timeout | null;
+  db: Database;
+  boundary: TrustBoundary;
+  log: Logger;
+}): Promise<void> {
+  parts.state.ready = false;
+  parts.stdio?.close();
+  await parts.ws?.close();
+  for (const c of parts.state.connections) c.close();
+  parts.cluster.stopSweeping();
+  await parts.turns.interruptAll();
+  await parts.runtime.shutdown();
+  await parts.cluster.close();
+  await parts.threadMcp.close();
+  await parts.mcp.close();
+  await parts.team.close();
+  if (parts.analyze) clearTimeout(parts.analyze);
+  await parts.db.close();
+  await parts.boundary.removePrivateTmp();
+  parts.log.info({}, "stopped");
+}
+
+/**
+ * Registers this process, takes over turns of processes that stopped (start-up recovery, by
+ * lease: never a live process's turns), then keeps heartbeating and sweeping. Waits for the
+ * sandbox check first. On failure (or an aborted start) `closeOpened` closes what the start opened.
+ */
+async function joinCluster(
+  opts: StartOptions,
+  processId: string,
+  signal: AbortSignal | undefined,
+  sandboxStatus: Promise<void>,
+  deps: { db: Database; runtime: ThreadRuntime; turns: TurnRunner; log: Logger },
+  closeOpened: () => Promise<void>,
+): Promise<ClusterHandle> {
+  try {
+    await unlessAborted(sandboxStatus, signal);
+    return await unlessAborted(startCluster({ ...deps, home: opts.home, env: process.env, processId }), signal, (late) => late.close());
+  } catch (err) {
+    await closeOpened();
+    throw err;
+  }
+}
+
+/** The stdio transport: one client on the process's (or the given) streams. */
+function startStdio(opts: StartOptions, accept: (send: SendText) => ReturnType<Accept>): { close(): void } {
+  return startStdioTransport({
+    input: opts.stdio?.input as never,
+    output: opts.stdio?.output as never,
+    maxLineBytes: opts.maxFrameBytes,
+    accept,
+    onEnd: () => opts.onStdioEnd?.(),
+  });
+}
+
+/**
+ * What the connection callbacks need but only exists later in the start: whether the store is
+ * ready, the open connections, and the team and app once made (no connection is accepted before).
+ */
+interface ServerState {
+  ready: boolean;
+  connections: Set<Connection>;
+  team?: Team;
+  app?: AppContext;
+}
+
+/**
+ * The trust boundary every command, file tool and MCP server is held to (src/sandbox/boundary.ts):
+ * this server's home (database files, tokens, configs), the token file and other secret files
+ * are hidden; every configuration file it loads is protected; each thread gets a private /tmp.
+ */
+async function trustBoundary(opts: StartOptions): Promise<TrustBoundary> {
+  return new TrustBoundary({
+    hidden: [opts.home, ...(opts.authTokenFile ? [opts.authTokenFile] : []), ...(opts.secretFiles ?? [])],
+    tmpBase: opts.sharedTmp ? null : await privateTmpBase(opts.home, randomBytes(4).toString("hex")),
+    limits: opts.commandLimits,
+    ...(opts.maxPatchBytes ? { maxPatchBytes: opts.maxPatchBytes } : {}),
+  });
+}
+
+/**
+ * MCP servers: a configuration error stops the start (naming the file and the field); the
+ * servers themselves connect in the background (McpManager.start, later), so a slow one never
+ * delays readiness. Their state changes reach every connection.
+ */
+async function loadMcp(opts: StartOptions, defaultCwd: string, boundary: TrustBoundary, commands: CommandRunner, log: Logger, connections: Set<Connection>): Promise<McpManager> {
   const mcpFile = await locateMcpConfig(opts.mcpConfig, opts.home);
   if (mcpFile !== null) boundary.protectConfig(mcpFile);
   const mcp = new McpManager({
@@ -195,7 +330,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   });
   mcpStatusNotifier(mcp, () => connections);
   await mcp.load();
-  const sandboxStatus = commands.status().then((status) => {
+  return mcp;
+}
+
+/** Logs whether commands can be sandboxed here (checked in the background; awaited before ready). */
+function logSandboxStatus(commands: CommandRunner, boundary: TrustBoundary, log: Logger): Promise<void> {
+  return commands.status().then((status) => {
     if (status.available)
       log.info(
         { bwrap: status.bwrap, version: status.version, limits: status.prlimit ? describeLimits(boundary.limits) : "none (prlimit not found)", privateTmp: boundary.tmpBase !== null },
@@ -203,123 +343,157 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       );
     else log.warn({ reason: status.reason, help: SANDBOX_HELP }, "command sandbox unavailable: commands under read-only and workspace-write are refused (danger-full-access still runs)");
   });
+}
+
+type Accept = (
+  send: SendText,
+  closeSocket: ((code: number, reason: string) => void) | undefined,
+  who: { principal: Principal; remote: string | null },
+) => { receive(text: string): void; closed(): void; drain(): Promise<void>; initialized(): boolean };
+
+/** A new client connection (either transport): its JSON-RPC session, with every method handler registered. */
+function connectionAcceptor(
+  state: ServerState,
+  deps: { log: Logger; limits: ServerLimits; defaultCwd: string; commands: CommandRunner; boundary: TrustBoundary },
+): Accept {
+  const { log, limits, defaultCwd, commands, boundary } = deps;
   let connectionCount = 0;
-  const metrics = new Metrics();
-  // --workers: GET /metrics reports every worker, aggregated by the primary (workers.ts).
-  const renderMetrics = isWorkerProcess() ? clusterMetrics(metrics) : () => metrics.render();
-  const accept = (send: SendText, closeSocket: ((code: number, reason: string) => void) | undefined, who: { principal: Principal; remote: string | null }) => {
+  return (send, closeSocket, who) => {
+    const app = state.app!;
+    const team = state.team!;
     // Every line a connection logs names it (with the request id where there is one).
     const conn = new Connection(
       send,
       log.child({ component: "rpc", connection: ++connectionCount, user: who.principal.name }),
       { maxInFlightRequests: limits.maxInFlightRequests, requestsPerSecond: limits.requestsPerSecond, requestBurst: limits.requestBurst },
-      { principal: who.principal, guard: team!.guard, remote: who.remote },
+      { principal: who.principal, guard: team.guard, remote: who.remote },
     );
-    connections.add(conn);
-    team!.track(conn, closeSocket);
-    registerSessionHandlers(conn, app!);
-    registerThreadHandlers(conn, app!);
-    registerTurnHandlers(conn, app!);
-    registerClientSetupHandlers(conn, app!);
-    registerCredentialHandlers(conn, app!);
-    registerCommandExecHandler(conn, app!, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
-    registerMcpHandlers(conn, app!);
-    registerFileSearchHandlers(conn, app!, boundary.hidden);
-    registerExecPolicyHandlers(conn, app!);
-    registerTeamHandlers(conn, app!);
+    state.connections.add(conn);
+    team.track(conn, closeSocket);
+    registerSessionHandlers(conn, app);
+    registerThreadHandlers(conn, app);
+    registerTurnHandlers(conn, app);
+    registerClientSetupHandlers(conn, app);
+    registerCredentialHandlers(conn, app);
+    registerCommandExecHandler(conn, app, { cwd: defaultCwd, policy: policyOfMode("workspace-write"), commands });
+    registerMcpHandlers(conn, app);
+    registerFileSearchHandlers(conn, app, boundary.hidden);
+    registerExecPolicyHandlers(conn, app);
+    registerTeamHandlers(conn, app);
     conn.onClose(() => {
-      connections.delete(conn);
-      app!.runtime.disconnect(conn);
+      state.connections.delete(conn);
+      app.runtime.disconnect(conn);
     });
     return { receive: (text: string) => conn.receive(text), closed: () => conn.close(), drain: () => conn.peer.drain(), initialized: () => conn.initialized };
   };
+}
 
-  const ws =
-    listen.kind === "ws"
-      ? await startWebSocketTransport({
-          host: listen.host,
-          port: listen.port,
-          maxFrameBytes: opts.maxFrameBytes,
-          log,
-          isReady: () => ready,
-          accept,
-          keepalive: { ...keepaliveFromEnv(process.env), ...opts.keepalive },
-          admission: admitted,
-          allowedOrigins: opts.allowedOrigins ?? [],
-          maxConnections: limits.maxConnections,
-          outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
-          metrics: renderMetrics,
-          onCoalesced: () => metrics.coalescedDeltas.inc(),
-          onOverflow: () => metrics.overflowCloses.inc(),
-          onConnectionsChanged: (n) => metrics.setConnections(n),
-        })
-      : null;
+/** The WebSocket listener (answers /healthz at once; clients are accepted once the state says ready). */
+function startWebSocket(
+  opts: StartOptions,
+  listen: Extract<Listen, { kind: "ws" }>,
+  log: Logger,
+  deps: { state: ServerState; limits: ServerLimits; metrics: Metrics; admitted: Admission; accept: Accept },
+): Promise<WebSocketTransport> {
+  const { state, limits, metrics } = deps;
+  // --workers: GET /metrics reports every worker, aggregated by the primary (workers.ts).
+  const renderMetrics = isWorkerProcess() ? clusterMetrics(metrics) : () => metrics.render();
+  return startWebSocketTransport({
+    host: listen.host,
+    port: listen.port,
+    maxFrameBytes: opts.maxFrameBytes,
+    log,
+    isReady: () => state.ready,
+    accept: deps.accept,
+    keepalive: { ...keepaliveFromEnv(process.env), ...opts.keepalive },
+    admission: deps.admitted,
+    allowedOrigins: opts.allowedOrigins ?? [],
+    maxConnections: limits.maxConnections,
+    outbound: { highWaterBytes: limits.outboundHighWaterBytes, maxBufferedBytes: limits.outboundMaxBytes },
+    metrics: renderMetrics,
+    onCoalesced: () => metrics.coalescedDeltas.inc(),
+    onOverflow: () => metrics.overflowCloses.inc(),
+    onConnectionsChanged: (n) => metrics.setConnections(n),
+  });
+}
 
-  if (ws) metrics.trackOutbound(() => ws.bufferedBytes());
-
-  // The cluster's id of this process, known before the database opens: its sessions carry it, so
-  // a process that takes this one for dead can end them (LeaseStore.endSessionsOfDead).
-  const processId = randomUUID();
-  let db: Database;
-  try {
-    signal?.throwIfAborted();
-    const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
-    const opening = openDatabase({
-      databaseUrl: opts.databaseUrl,
-      dataDir: path.join(opts.home, "pglite"),
-      maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
-      idleInTransactionTimeoutMs: leaseTtlFromEnv(process.env),
-      applicationName: sessionNameOf(processId),
-      ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
-      ...(signal ? { signal } : {}),
-      ...opts.database,
-    });
-    // A Postgres connection (30 s to time out against an address that does not answer) is
-    // abandoned on abort; PGlite stops between its steps itself (openDatabase's signal).
-    db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
-    if (signal?.aborted) {
-      await db.close();
-      signal.throwIfAborted();
-    }
-  } catch (err) {
-    await ws?.close();
-    throw err;
-  }
-  log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
-  // PGlite has no autovacuum, so nothing would ever collect planner statistics; without them a
-  // search over many threads reads every row. One ANALYZE in the background after start fixes it.
-  const analyze =
-    db.kind === "pglite"
-      ? setTimeout(() => void db.sql`analyze`.catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref()
-      : null;
-
-  try {
-    team = await Team.start({
-      sql: db.sql,
-      log,
-      settings: opts.team ?? {},
-      processId: () => registered.processId,
-      defaultCwd,
-      activeTurn: (threadId) => {
-        const active = runtime.loaded.get(threadId)?.activeTurn;
-        return active ? { id: active.id, ended: turns.settle(threadId) } : null;
-      },
-      loadedOwner: (threadId) => runtime.loaded.get(threadId)?.record.userId ?? null,
-      onTokens: (user, usage) => metrics.userTokens(user, usage),
-      unsubscribe: (threadId, conn) => void runtime.unsubscribe(threadId, conn),
-    });
-    // Over stdio the principal is the spawning user (or the user APP_SERVER_USER names: known now or refused now).
-    if (listen.kind === "stdio") stdioPrincipal = team.stdioPrincipal();
-  } catch (err) {
-    await team?.close();
+/** Opens (and migrates) the store; stops at once, having closed it, when the start is aborted. */
+async function openStore(opts: StartOptions, processId: string, signal: AbortSignal | undefined): Promise<Database> {
+  signal?.throwIfAborted();
+  const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
+  const opening = openDatabase({
+    databaseUrl: opts.databaseUrl,
+    dataDir: path.join(opts.home, "pglite"),
+    maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
+    idleInTransactionTimeoutMs: leaseTtlFromEnv(process.env),
+    applicationName: sessionNameOf(processId),
+    ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
+    ...(signal ? { signal } : {}),
+    ...opts.database,
+  });
+  // A Postgres connection (30 s to time out against an address that does not answer) is
+  // abandoned on abort; PGlite stops between its steps itself (openDatabase's signal).
+  const db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
+  if (signal?.aborted) {
     await db.close();
-    await ws?.close();
+    signal.throwIfAborted();
+  }
+  return db;
+}
+
+/**
+ * PGlite has no autovacuum, so nothing would ever collect planner statistics; without them a
+ * search over many threads reads every row. One ANALYZE in the background after start fixes it.
+ */
+function analyzeSoon(db: Database, log: Logger): NodeJS.Timeout {
+  return setTimeout(() => void db.sql`analyze`.catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref();
+}
+
+/** Users, shares, quotas and the audit trail (identity/team.ts); over stdio, also the spawning user's principal. */
+async function startTeam(
+  opts: StartOptions,
+  listen: Listen,
+  db: Database,
+  log: Logger,
+  deps: { defaultCwd: string; metrics: Metrics; registered: { processId: string }; state: ServerState },
+): Promise<{ team: Team; stdioPrincipal: Principal | undefined }> {
+  const { metrics, registered, state } = deps;
+  const team = await Team.start({
+    sql: db.sql,
+    log,
+    settings: opts.team ?? {},
+    processId: () => registered.processId,
+    defaultCwd: deps.defaultCwd,
+    // Asked only once the app exists (the team serves connections and turns, which come later).
+    activeTurn: (threadId) => {
+      const active = state.app!.runtime.loaded.get(threadId)?.activeTurn;
+      return active ? { id: active.id, ended: state.app!.turns.settle(threadId) } : null;
+    },
+    loadedOwner: (threadId) => state.app!.runtime.loaded.get(threadId)?.record.userId ?? null,
+    onTokens: (user, usage) => metrics.userTokens(user, usage),
+    unsubscribe: (threadId, conn) => void state.app!.runtime.unsubscribe(threadId, conn),
+  });
+  try {
+    // Over stdio the principal is the spawning user (or the user APP_SERVER_USER names: known now or refused now).
+    return { team, stdioPrincipal: listen.kind === "stdio" ? team.stdioPrincipal() : undefined };
+  } catch (err) {
+    await team.close();
     throw err;
   }
-  admitted.useDirectory(team.directory);
-  // A confined user's commands and tools do not see the other users' workspaces (docs/teams.md).
-  boundary.setScopeHidden((scope) => team!.hiddenFrom(scope));
-  metrics.perUser = (userId, usage) => team!.quotas.recordTokens(userId, usage);
+}
+
+/** The runtime, the turn runner with its hooks and tool sources, and the context every handler gets. */
+async function composeApp(
+  opts: StartOptions,
+  deps: { log: Logger; limits: ServerLimits; defaultCwd: string; boundary: TrustBoundary; commands: CommandRunner; metrics: Metrics; db: Database; mcp: McpManager; team: Team },
+): Promise<{ app: AppContext; runtime: ThreadRuntime; turns: TurnRunner; threadMcp: ThreadMcpRegistry }> {
+  const { log, defaultCwd, commands, metrics, db, mcp } = deps;
+  // Loaded first: from the runtime on, nothing here waits, so the app is whole before any
+  // callback (the team's) can ask for it.
+  const hooks = await loadHooks(opts, deps.boundary, commands, log, (threadId) => {
+    const r = runtime.loaded.get(threadId)?.record;
+    return r ? (r.sandboxPolicy ?? policyOfMode(r.sandbox)) : null;
+  });
   const store = new ThreadStore(db.sql);
   const runtime = new ThreadRuntime(
     store,
@@ -335,25 +509,6 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   );
   const knownProviders = Object.keys(DEFAULT_MODELS) as ProviderId[];
   const providerOptions = opts.providers ?? providerOptionsFromEnv(process.env);
-  const maxModelCalls = Number(process.env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
-  const contextWindow = Number(process.env.APP_SERVER_CONTEXT_WINDOW ?? 0);
-  const autoCompactShare = Number(process.env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
-  const streamIdleTimeoutMs = Number(process.env.APP_SERVER_STREAM_IDLE_TIMEOUT_MS ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
-  const planStopGuard = !["0", "false", "off"].includes((process.env.APP_SERVER_PLAN_STOP_GUARD ?? "").toLowerCase());
-  const hooksFile = path.resolve(process.env.APP_SERVER_HOOKS_CONFIG ?? path.join(opts.home, "hooks.json"));
-  boundary.protectConfig(hooksFile); // read-only for commands, never written by tools (even before it exists)
-  const hookConfig = await loadHookConfig(hooksFile);
-  for (const problem of hookConfig.errors) log.warn({ path: hookConfig.path, problem }, "hook configuration problem; those hooks are not run");
-  const hooks =
-    hookConfig.hooks.length > 0 ? new HookRunner(
-          hookConfig,
-          commands,
-          (threadId) => {
-            const r = runtime.loaded.get(threadId)?.record;
-            return r ? (r.sandboxPolicy ?? policyOfMode(r.sandbox)) : null;
-          },
-          log.child({ component: "hooks" }),
-        ) : null;
   // A thread's own MCP servers (config.mcp_servers of thread/start: an ACP editor's servers).
   const threadMcp = new ThreadMcpRegistry({ runner: commands, log: log.child({ component: "mcp" }), isLoaded: (id) => runtime.loaded.has(id), stateDir: path.join(opts.home, "mcp", "threads") });
   const turnStore = new TurnStore(db.sql);
@@ -362,18 +517,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     runtime,
     turnStore,
     new ProviderPool(providerOptions),
-    {
-      maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
-      retry: DEFAULT_RETRY,
-      maxParallelTools: 4,
-      shell: "bash",
-      maxConcurrentTurns: limits.maxConcurrentTurns,
-      ...(Number.isSafeInteger(contextWindow) && contextWindow > 0 ? { contextWindow } : {}),
-      autoCompactShare: autoCompactShare > 0 && autoCompactShare <= 1 ? autoCompactShare : 0.8,
-      streamIdleTimeoutMs: Number.isSafeInteger(streamIdleTimeoutMs) && streamIdleTimeoutMs > 0 ? streamIdleTimeoutMs : DEFAULT_STREAM_IDLE_TIMEOUT_MS,
-      planStopGuard,
-      ...opts.turns,
-    },
+    { ...turnSettingsFromEnv(process.env, deps.limits), ...opts.turns },
     log.child({ component: "turns" }),
     historyLog,
     metrics,
@@ -383,8 +527,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   );
   const history = new ThreadHistoryOps(runtime, turnStore, historyLog, { shell: "bash" }, log.child({ component: "history" }));
   runtime.onCommit = (seconds) => metrics.commitSeconds(seconds);
-  app = {
-    limits,
+  const app: AppContext = {
+    limits: deps.limits,
     version: VERSION,
     home: opts.home,
     defaultCwd,
@@ -402,65 +546,46 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     pages: new TurnPages(runtime, turnStore, new HistoryPages(db.sql)),
     mcp,
     execPolicy: new ExecPolicyStore(db.sql),
-    team,
+    team: deps.team,
   };
-  await mcp.start();
+  return { app, runtime, turns, threadMcp };
+}
 
-  // Registers this process, takes over turns of processes that stopped (start-up recovery, by
-  // lease: never a live process's turns), then keeps heartbeating and sweeping.
-  let cluster: ClusterHandle;
-  try {
-    await unlessAborted(sandboxStatus, signal);
-    cluster = await unlessAborted(startCluster({ db, home: opts.home, runtime, turns, log, env: process.env, processId }), signal, (late) => late.close());
-    registered.processId = cluster.links.leases.processId;
-  } catch (err) {
-    await threadMcp.close();
-    await mcp.close();
-    await team.close().catch(() => {});
-    await db.close();
-    await ws?.close();
-    throw err;
-  }
-
-  let stdio: { close(): void } | null = null;
-  if (listen.kind === "stdio") {
-    stdio = startStdioTransport({
-      input: opts.stdio?.input as never,
-      output: opts.stdio?.output as never,
-      maxLineBytes: opts.maxFrameBytes,
-      accept: (send) => accept(send, undefined, { principal: stdioPrincipal!, remote: "stdio" }),
-      onEnd: () => opts.onStdioEnd?.(),
-    });
-  }
-  ready = true;
-  const url = ws?.url ?? "stdio://";
-  log.info({ url }, "listening");
-
-  let closing: Promise<void> | null = null;
+/** The agent-loop settings from the environment (each falls back to its default when unusable). */
+export function turnSettingsFromEnv(env: NodeJS.ProcessEnv, limits: ServerLimits): TurnSettings {
+  const maxModelCalls = Number(env.APP_SERVER_MAX_MODEL_CALLS ?? 100);
+  const contextWindow = Number(env.APP_SERVER_CONTEXT_WINDOW ?? 0);
+  const autoCompactShare = Number(env.APP_SERVER_AUTO_COMPACT_SHARE ?? 0.8);
+  const streamIdleTimeoutMs = Number(env.APP_SERVER_STREAM_IDLE_TIMEOUT_MS ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS);
+  const planStopGuard = !["0", "false", "off"].includes((env.APP_SERVER_PLAN_STOP_GUARD ?? "").toLowerCase());
   return {
-    url,
-    authToken: auth.token,
-    app,
-    db,
-    close: () =>
-      (closing ??= (async () => {
-        ready = false;
-        stdio?.close();
-        await ws?.close();
-        for (const c of connections) c.close();
-        cluster.stopSweeping();
-        await turns.interruptAll();
-        await runtime.shutdown();
-        await cluster.close();
-        await threadMcp.close();
-        await mcp.close();
-        await team!.close();
-        if (analyze) clearTimeout(analyze);
-        await db.close();
-        await boundary.removePrivateTmp();
-        log.info({}, "stopped");
-      })()),
+    maxModelCalls: Number.isSafeInteger(maxModelCalls) && maxModelCalls > 0 ? maxModelCalls : 100,
+    retry: DEFAULT_RETRY,
+    maxParallelTools: 4,
+    shell: "bash",
+    maxConcurrentTurns: limits.maxConcurrentTurns,
+    ...(Number.isSafeInteger(contextWindow) && contextWindow > 0 ? { contextWindow } : {}),
+    autoCompactShare: autoCompactShare > 0 && autoCompactShare <= 1 ? autoCompactShare : 0.8,
+    streamIdleTimeoutMs: Number.isSafeInteger(streamIdleTimeoutMs) && streamIdleTimeoutMs > 0 ? streamIdleTimeoutMs : DEFAULT_STREAM_IDLE_TIMEOUT_MS,
+    planStopGuard,
   };
+}
+
+/** The user's hooks (APP_SERVER_HOOKS_CONFIG, else <home>/hooks.json); null when none are configured. */
+async function loadHooks(
+  opts: StartOptions,
+  boundary: TrustBoundary,
+  commands: CommandRunner,
+  log: Logger,
+  /** The sandbox policy of a loaded thread (hooks run confined like its commands). */
+  policyOf: (threadId: string) => SandboxPolicy | null,
+): Promise<HookRunner | null> {
+  const hooksFile = path.resolve(process.env.APP_SERVER_HOOKS_CONFIG ?? path.join(opts.home, "hooks.json"));
+  boundary.protectConfig(hooksFile); // read-only for commands, never written by tools (even before it exists)
+  const hookConfig = await loadHookConfig(hooksFile);
+  for (const problem of hookConfig.errors) log.warn({ path: hookConfig.path, problem }, "hook configuration problem; those hooks are not run");
+  if (hookConfig.hooks.length === 0) return null;
+  return new HookRunner(hookConfig, commands, policyOf, log.child({ component: "hooks" }));
 }
 
 /**
