@@ -571,7 +571,11 @@ export function turnSettingsFromEnv(env: NodeJS.ProcessEnv, limits: ServerLimits
   };
 }
 
-/** The user's hooks (APP_SERVER_HOOKS_CONFIG, else <home>/hooks.json); null when none are configured. */
+/**
+ * The user's hooks (APP_SERVER_HOOKS_CONFIG, else <home>/hooks.json); null when there is no hook
+ * and no problem. A file with problems gets a runner even when no hook in it is usable: hooks/list
+ * reports the problems from there (they would otherwise only reach the log).
+ */
 async function loadHooks(
   opts: StartOptions,
   boundary: TrustBoundary,
@@ -584,7 +588,7 @@ async function loadHooks(
   boundary.protectConfig(hooksFile); // read-only for commands, never written by tools (even before it exists)
   const hookConfig = await loadHookConfig(hooksFile);
   for (const problem of hookConfig.errors) log.warn({ path: hookConfig.path, problem }, "hook configuration problem; those hooks are not run");
-  if (hookConfig.hooks.length === 0) return null;
+  if (hookConfig.hooks.length === 0 && hookConfig.errors.length === 0) return null;
   return new HookRunner(hookConfig, commands, policyOf, log.child({ component: "hooks" }));
 }
 

@@ -252,6 +252,8 @@ function decisionOf(stdout: string, accepted: readonly string[], fallback: strin
     const said = typeof v.message === "string" && v.message ? v.message : typeof v.reason === "string" && v.reason ? v.reason : null;
     return said ?? fallback;
   } catch {
+    // Not a decision: stdout that is not one JSON object is plain output (as Codex and Claude Code
+    // read it), and the exit code alone decides. Nothing is lost: the run is reported either way.
     return null;
   }
 }
