@@ -22,7 +22,7 @@ import type { ActiveTurn } from "./active-turn.js";
 import type { ItemRecorder } from "./item-recorder.js";
 import { LeaseLostError } from "./leases.js";
 import type { TurnDeps } from "./turn-deps.js";
-import { turnError } from "./turn-errors.js";
+import { firstFailure, turnError, turnFailed } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
 import type { LoadedThread } from "./loaded-thread.js";
@@ -86,10 +86,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   await thread.committed();
   // A streamed item's item/started whose record failed (turn-stream.ts) fails the turn, however
   // far the stream got: nothing of that item was published, and the turn says the store failed.
-  if (turn.recordError && result.stopReason !== "error") {
-    const err = turn.recordError;
-    result = { ...result, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
-  }
+  if (turn.recordError) result = firstFailure(result, turn.recordError);
   const stopReason: TurnStopReason = turn.abort.signal.aborted && result.stopReason !== "error" ? "interrupted" : result.stopReason;
   const end = await endOf(deps, thread, turn, stopReason, result, held?.items ?? [], now);
   thread.activeTurn = null;
@@ -130,7 +127,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       // turn fails (its answer is not in the model history), its items are kept with it.
       if (held) {
         for (const item of held.items) turn.unrecorded.set(item.id, item);
-        const failed = { ...result, stopReason: "error" as const, error: err instanceof Error ? err : new Error(String(err)) };
+        const failed = turnFailed(err, result);
         told = await endOf(deps, thread, turn, "error", failed, held.items, now, false);
       }
       // The stored turn is still in progress: so is the thread, until its ending is recorded.

@@ -1,4 +1,6 @@
-/** Maps loop failures to Codex's TurnError / CodexErrorInfo shapes. */
+/** Maps loop failures to Codex's TurnError / CodexErrorInfo shapes, and builds a failed turn's result. */
+import type { LoopResult } from "../agent/loop.js";
+import { emptyUsage } from "../agent/messages.js";
 import type { CodexErrorInfo, TurnError } from "../protocol/common.js";
 import { ProviderError } from "../providers/types.js";
 
@@ -46,3 +48,17 @@ export class TurnRequestError extends Error {}
 
 /** The server is at a capacity limit (answered -32001 "Server overloaded; retry later"). */
 export class OverloadedError extends Error {}
+
+/**
+ * The result of a turn that failed with `err` (anything thrown): `result` with the error and
+ * stop reason replaced, or, without one, a result of no model call.
+ */
+export function turnFailed(err: unknown, result?: LoopResult): LoopResult {
+  const base = result ?? { note: null, modelCalls: 0, usage: emptyUsage() };
+  return { ...base, stopReason: "error", error: err instanceof Error ? err : new Error(String(err)) };
+}
+
+/** `result` failed with `err`, unless it failed already: the first failure is the one told. */
+export function firstFailure(result: LoopResult, err: unknown): LoopResult {
+  return result.stopReason === "error" ? result : turnFailed(err, result);
+}
