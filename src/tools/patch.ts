@@ -409,11 +409,17 @@ export interface CommitHooks {
   beforeRename?: (index: number, target: string) => void | Promise<void>;
 }
 
+/**
+ * Runs a cleanup step whose failure changes nothing for the caller: removing a temp file, a placed
+ * file about to be replaced by its restored original, or a backup once the patch is in place. A
+ * step that fails leaves at most a stray `.name.<tag>.tmp`/`.orig` file behind; the outcome
+ * reported (applied, or failed with every file restored) is still true.
+ */
 async function quietly(op: () => Promise<unknown>): Promise<void> {
   try {
     await op();
   } catch {
-    /* best effort during cleanup */
+    /* see above: a stray file at most */
   }
 }
 
@@ -433,117 +439,183 @@ const changedUnderUs = (w: FileWrite) =>
  * written. (Without /proc/self/fd, PinnedDir falls back to path-based operations.)
  */
 export async function commitFileWrites(writes: readonly FileWrite[], hooks: CommitHooks = {}): Promise<void> {
-  const tag = `${process.pid}.${randomBytes(4).toString("hex")}`;
-  /** Pinned directories by path, in the order opened (which is the order they were created in). */
-  const dirs = new Map<string, PinnedDir>();
-  const dirOf = async (real: string, create: boolean): Promise<PinnedDir> => {
-    const key = path.dirname(real);
-    let dir = dirs.get(key);
-    if (dir === undefined) {
-      dir = await PinnedDir.open(key, { create });
-      dirs.set(key, dir);
-    }
-    return dir;
-  };
-  const nameOf = (real: string) => path.basename(real);
-  const removeCreatedDirs = async () => {
-    for (const dir of [...dirs.values()].reverse()) await dir.removeCreated();
-  };
-
+  const commit = new FileCommit(writes);
   try {
-    // Each file must still hold what the patch was checked against (read through the pinned dir).
+    const modes = await commit.verifyUnchanged();
+    const temps = await commit.writeTemps(modes);
+    const placed = await commit.placeAll(temps, hooks);
+    await commit.dropOriginals(placed);
+  } finally {
+    await commit.close();
+  }
+}
+
+/** A file of phase 2: moved aside (`backup`) and/or replaced by its new content (`placed`). */
+interface PlacedFile {
+  write: FileWrite;
+  dir: PinnedDir;
+  backup: string | null;
+  placed: boolean;
+}
+
+/** The state of one commitFileWrites call: its file tag and the directories it pinned. */
+class FileCommit {
+  private readonly tag = `${process.pid}.${randomBytes(4).toString("hex")}`;
+  /** Pinned directories by path, in the order opened (which is the order they were created in). */
+  private readonly dirs = new Map<string, PinnedDir>();
+
+  constructor(private readonly writes: readonly FileWrite[]) {}
+
+  /** Each file must still hold what the patch was checked against (read through the pinned dir); the modes of those that exist. */
+  async verifyUnchanged(): Promise<Map<string, number>> {
     const modes = new Map<string, number>();
-    for (const w of writes) {
-      let now: { content: Buffer; mode: number } | null | undefined;
-      try {
-        let dir: PinnedDir | null = null;
-        try {
-          dir = await dirOf(w.real, false);
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code !== "ENOENT" && code !== "ENOTDIR") throw err;
-        }
-        now = dir === null ? null : await dir.read(nameOf(w.real));
-      } catch (err) {
-        if (err instanceof SymlinkInPathError) throw new CommitError(changedUnderUs(w));
-        now = undefined;
-      }
+    for (const w of this.writes) {
+      const now = await this.readNow(w);
       const same = now === undefined ? false : now === null ? w.before === null : w.before !== null && now.content.equals(w.before);
       if (!same) throw new CommitError(`${w.display} changed after the patch was checked; nothing was written`);
       if (now) modes.set(w.real, now.mode);
     }
+    return modes;
+  }
 
-    // Phase 1: new contents into temp files beside their targets.
+  /** A file's content now: null when it (or its directory) does not exist, undefined when it cannot be read. */
+  private async readNow(w: FileWrite): Promise<{ content: Buffer; mode: number } | null | undefined> {
+    try {
+      let dir: PinnedDir | null = null;
+      try {
+        dir = await this.dirOf(w.real, false);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== "ENOENT" && code !== "ENOTDIR") throw err;
+      }
+      return dir === null ? null : await dir.read(nameOf(w.real));
+    } catch (err) {
+      if (err instanceof SymlinkInPathError) throw new CommitError(changedUnderUs(w));
+      // Unreadable is not "unchanged": the caller refuses the commit, naming the file.
+      return undefined;
+    }
+  }
+
+  /** Phase 1: new contents into temp files beside their targets; on failure, nothing was changed. */
+  async writeTemps(modes: ReadonlyMap<string, number>): Promise<Map<string, string>> {
     const temps = new Map<string, string>();
     let writing: FileWrite | null = null;
     try {
-      for (const w of writes) {
+      for (const w of this.writes) {
         if (w.after === null) continue;
         writing = w;
-        const dir = await dirOf(w.real, true);
-        const tmp = `.${nameOf(w.real)}.${tag}.tmp`;
+        const dir = await this.dirOf(w.real, true);
+        const tmp = `.${nameOf(w.real)}.${this.tag}.tmp`;
         const mode = w.before !== null ? modes.get(w.real) : undefined;
         await dir.writeExclusive(tmp, w.after, mode);
         temps.set(w.real, tmp);
       }
     } catch (err) {
-      for (const [real, tmp] of temps) {
-        const dir = dirs.get(path.dirname(real));
-        if (dir) await quietly(() => dir.unlink(tmp));
-      }
-      await removeCreatedDirs();
+      await this.removeTemps(temps);
+      await this.removeCreatedDirs();
       if (err instanceof SymlinkInPathError && writing !== null) throw new CommitError(changedUnderUs(writing));
       throw new CommitError(`could not write ${describeTarget(err)}: ${(err as Error).message}; nothing was changed`);
     }
+    return temps;
+  }
 
-    // Phase 2: move originals aside, renames into place.
-    const done: Array<{ real: string; dir: PinnedDir; backup: string | null; placed: boolean }> = [];
+  /** Phase 2: move originals aside, renames into place; on failure, every file is put back. */
+  async placeAll(temps: Map<string, string>, hooks: CommitHooks): Promise<PlacedFile[]> {
+    const done: PlacedFile[] = [];
     try {
       let index = 0;
-      for (const w of writes) {
+      for (const w of this.writes) {
         await hooks.beforeRename?.(index++, w.real);
         if (w.before === null && !temps.has(w.real)) continue; // absent before and after
-        const dir = await dirOf(w.real, false);
-        const step = { real: w.real, dir, backup: null as string | null, placed: false };
+        const step: PlacedFile = { write: w, dir: await this.dirOf(w.real, false), backup: null, placed: false };
         done.push(step);
         if (w.before !== null) {
-          const backup = `.${nameOf(w.real)}.${tag}.orig`;
-          await dir.rename(nameOf(w.real), backup);
+          const backup = `.${nameOf(w.real)}.${this.tag}.orig`;
+          await step.dir.rename(nameOf(w.real), backup);
           step.backup = backup;
         }
         const tmp = temps.get(w.real);
         if (tmp !== undefined) {
-          await dir.rename(tmp, nameOf(w.real));
+          await step.dir.rename(tmp, nameOf(w.real));
           temps.delete(w.real);
           step.placed = true;
         }
       }
     } catch (err) {
-      for (const step of done.reverse()) {
-        if (step.placed) await quietly(() => step.dir.unlink(nameOf(step.real)));
-        if (step.backup !== null) {
-          const backup = step.backup;
-          await quietly(() => step.dir.rename(backup, nameOf(step.real)));
-        }
-      }
-      for (const [real, tmp] of temps) {
-        const dir = dirs.get(path.dirname(real));
-        if (dir) await quietly(() => dir.unlink(tmp));
-      }
-      await removeCreatedDirs();
+      const unrestored = await this.putBack(done);
+      await this.removeTemps(temps);
+      await this.removeCreatedDirs();
+      if (unrestored.length > 0) throw new CommitError(`applying the patch failed (${(err as Error).message}); ${unrestored.join("; ")}`);
       if (err instanceof SymlinkInPathError) throw new CommitError(`${err.message}: the directory tree changed while the patch was being applied; every file was restored`);
       throw new CommitError(`applying the patch failed (${(err as Error).message}); every file was restored`);
     }
+    return done;
+  }
 
-    // Phase 3: drop the originals.
-    for (const step of done) {
+  /** Undoes phase 2, last file first; says which originals could not be put back, and where they are. */
+  private async putBack(done: readonly PlacedFile[]): Promise<string[]> {
+    const unrestored: string[] = [];
+    for (const step of [...done].reverse()) {
+      const name = nameOf(step.write.real);
+      if (step.backup === null) {
+        // A file the patch added: it must go again.
+        if (step.placed) {
+          try {
+            await step.dir.unlink(name);
+          } catch (err) {
+            unrestored.push(`${step.write.display} could not be removed again (${(err as Error).message})`);
+          }
+        }
+        continue;
+      }
+      // The rename below replaces the placed file anyway: this unlink failing loses nothing.
+      if (step.placed) await quietly(() => step.dir.unlink(name));
+      try {
+        await step.dir.rename(step.backup, name);
+      } catch (err) {
+        unrestored.push(`${step.write.display} could not be restored (${(err as Error).message}): its original content is in ${step.backup} beside it`);
+      }
+    }
+    return unrestored;
+  }
+
+  /** Phase 3: drop the originals. */
+  async dropOriginals(placed: readonly PlacedFile[]): Promise<void> {
+    for (const step of placed) {
       const backup = step.backup;
+      // A backup left behind is a stray copy of the old content; the patch itself is applied.
       if (backup !== null) await quietly(() => step.dir.unlink(backup));
     }
-  } finally {
-    for (const dir of dirs.values()) await dir.close();
+  }
+
+  async close(): Promise<void> {
+    for (const dir of this.dirs.values()) await dir.close();
+  }
+
+  private async dirOf(real: string, create: boolean): Promise<PinnedDir> {
+    const key = path.dirname(real);
+    let dir = this.dirs.get(key);
+    if (dir === undefined) {
+      dir = await PinnedDir.open(key, { create });
+      this.dirs.set(key, dir);
+    }
+    return dir;
+  }
+
+  /** Removes temp files not (or no longer) placed: leftovers of a commit that is failing anyway. */
+  private async removeTemps(temps: ReadonlyMap<string, string>): Promise<void> {
+    for (const [real, tmp] of temps) {
+      const dir = this.dirs.get(path.dirname(real));
+      if (dir) await quietly(() => dir.unlink(tmp));
+    }
+  }
+
+  private async removeCreatedDirs(): Promise<void> {
+    for (const dir of [...this.dirs.values()].reverse()) await dir.removeCreated();
   }
 }
+
+const nameOf = (real: string) => path.basename(real);
 
 function describeTarget(err: unknown): string {
   const p = (err as NodeJS.ErrnoException).path;

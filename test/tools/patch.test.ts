@@ -1,5 +1,5 @@
 /** The apply_patch format: parser, chunk matching, planning, atomic commit, and the diff printer. */
-import { existsSync, readFileSync, readdirSync, statSync, chmodSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, chmodSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { diffLines, fileDiff, unifiedDiffHunks } from "../../src/tools/diff.js";
@@ -203,6 +203,31 @@ describe("planPatch and commitFileWrites", () => {
     await commitFileWrites(r.plan.writes);
     expect(readFileSync(path.join(d.ws, "a.txt"), "utf8")).toBe("ALPHA\n");
     expect(statSync(path.join(d.ws, "a.txt")).mode & 0o777).toBe(0o640);
+  });
+
+  it("a rollback that cannot put an original back says so, and where the original is, instead of 'every file was restored'", async () => {
+    writeFileSync(path.join(d.ws, "a.txt"), "alpha\n");
+    writeFileSync(path.join(d.ws, "b.txt"), "beta\n");
+    const r = await plan(wrap("*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** Delete File: b.txt"));
+    if (!r.ok) throw new Error(r.error);
+    let backup = "";
+    const err = await commitFileWrites(r.plan.writes, {
+      beforeRename: (i) => {
+        if (i !== 1) return;
+        // a.txt is in place and its original moved aside: lose the original, then fail.
+        backup = readdirSync(d.ws).find((n) => n.startsWith(".a.txt.") && n.endsWith(".orig"))!;
+        rmSync(path.join(d.ws, backup));
+        throw new Error("disk on fire");
+      },
+    }).then(
+      () => new Error("the commit succeeded"),
+      (e: unknown) => e as Error,
+    );
+    expect(err.message).toMatch(/disk on fire/);
+    expect(err.message).not.toMatch(/every file was restored/);
+    expect(err.message).toContain(`a.txt could not be restored (`);
+    expect(err.message).toContain(`its original content is in ${backup} beside it`);
+    expect(readFileSync(path.join(d.ws, "b.txt"), "utf8")).toBe("beta\n"); // never touched
   });
 
   it("refuses to commit when a file changed after planning", async () => {
