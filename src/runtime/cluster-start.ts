@@ -99,7 +99,8 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
   const sweeper = new Sweeper(runtime, leases, new RecoveryStore(runtime.store, leases.store), (r, epoch) => turns.restore(r, epoch), log);
   await sweeper.sweep();
   sweeper.start(sweepMs);
-  const forget = setInterval(() => void leases.store.forgetDead().catch(() => {}), 10 * 60_000).unref();
+  // Housekeeping only (rows of long-dead processes): a failed run is retried by the next one.
+  const forget = setInterval(() => void leases.store.forgetDead().catch((err) => log.warn({ err }, "could not forget dead processes")), 10 * 60_000).unref();
   log.info({ processId: leases.processId, ttlMs, sweepMs }, "registered");
   return {
     links,

@@ -83,7 +83,13 @@ export class ClusterLinks {
   /** After a reconnect (LISTEN again): whatever was committed meanwhile. */
   onListen(threadId: string): void {
     const thread = this.runtime.loaded.get(threadId);
-    if (thread && !thread.lease) void thread.enqueue(() => this.catchUp(thread)).catch(() => {});
+    if (thread && !thread.lease) {
+      // Nothing is lost when it fails: the events are in the log, and the heartbeat's
+      // reconcileFollowed reads it again for a thread delivered behind it.
+      void thread
+        .enqueue(() => this.catchUp(thread))
+        .catch((err) => this.log.warn({ err, threadId }, "could not catch up with another process's events; the next heartbeat does"));
+    }
   }
 
   /** Every followed thread reads what was committed since its last delivery (after a gap). */

@@ -355,7 +355,11 @@ export class Fanout {
     const listening = this.following.get(threadId);
     if (!listening) return;
     this.following.delete(threadId);
-    void listening.then((l) => l.unlisten()).catch(() => {});
+    // A LISTEN that failed was reported to follow()'s caller; a failed UNLISTEN only leaves
+    // wake-ups for a thread nobody here follows, which onMessage drops (not loaded).
+    void listening
+      .then((l) => l.unlisten())
+      .catch((err) => this.log.warn({ err, threadId }, "could not stop listening for a thread's events"));
   }
 
   async close(): Promise<void> {
@@ -366,7 +370,8 @@ export class Fanout {
     }
     await this.flushing;
     for (const id of [...this.following.keys()]) this.unfollow(id);
-    await this.presence?.unlisten().catch(() => {});
+    // Shutting down: the connection closes next, and its LISTENs with it.
+    await this.presence?.unlisten().catch((err) => this.log.warn({ err }, "could not stop listening for other processes"));
     this.presence = null;
   }
 }

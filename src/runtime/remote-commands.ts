@@ -48,7 +48,8 @@ export class RemoteCommands {
   async close(): Promise<void> {
     for (const w of this.waiting.values()) w.reject(new RemoteCommandError("server shutting down"));
     this.waiting.clear();
-    await this.listening?.unlisten().catch(() => {});
+    // Shutting down: the connection closes next, and its LISTEN with it.
+    await this.listening?.unlisten().catch((err) => this.log.warn({ err }, "could not stop listening for requests of other processes"));
   }
 
   /** Sends `command` to process `to` and waits for its answer (its error message is rethrown). */

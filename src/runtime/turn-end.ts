@@ -54,31 +54,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
   const { runtime, log, observer, turns } = deps;
   const now = Date.now();
   turn.steerable = false;
-  try {
-    // Open items of an interrupted attempt keep what arrived (the user stopped it there).
-    await stream.closeStreamingItems(thread, turn, false);
-  } catch (err) {
-    log.error({ err, threadId: thread.id }, "could not close streaming items");
-  }
-  if (turn.unrecorded.size > 0) {
-    // Completed items whose record failed (and failed the turn): one more try, so the record
-    // shows the side effect as well as it can.
-    try {
-      await recorder.completed(thread, turn, [...turn.unrecorded.values()]);
-    } catch (err) {
-      log.error({ err, threadId: thread.id, items: [...turn.unrecorded.keys()] }, "could not record completed items at the end of the turn");
-    }
-  }
-  // Steering the loop never took (the turn stopped on truncation, an error or an interrupt
-  // before its next model call) was already answered with {turnId}: record it as this turn's
-  // user input, and it reaches the model with the next turn, instead of vanishing.
-  if (turn.steering.length > 0) {
-    try {
-      await stream.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.take() });
-    } catch (err) {
-      log.error({ err, threadId: thread.id }, "could not record steering input");
-    }
-  }
+  await closeOpenWork(deps, recorder, stream, thread, turn);
   // The last model message's record, when held for this transaction (turn-stream.ts).
   const held = turn.deferred;
   turn.deferred = null;
@@ -117,44 +93,93 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
       thread.entries = null; // what this process holds may differ from the record: reload on next use
       thread.history = null;
     }
-    else {
-      // The record could not be written (the database is away). Clients are told no ending the
-      // store does not have (DESIGN.md §7): only that the ending waits for the database. The
-      // ending is kept and recorded once it is back, and told then (unrecorded.ts); if another
-      // process took the thread over meanwhile, the ending it recorded is the one told.
-      log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
-      // The model's last message was in that transaction: as when its own record failed, the
-      // turn fails (its answer is not in the model history), its items are kept with it.
-      if (held) {
-        for (const item of held.items) turn.unrecorded.set(item.id, item);
-        const failed = turnFailed(err, result);
-        told = await endOf(deps, thread, turn, "error", failed, held.items, now, false);
-      }
-      // The stored turn is still in progress: so is the thread, until its ending is recorded.
-      thread.status = { type: "active", activeFlags: [] };
-      thread.record = { ...thread.record, systemError: false };
-      runtime.publishLive(thread, "error", {
-        threadId: thread.id,
-        turnId: turn.id,
-        willRetry: true,
-        error: {
-          message: "The database is unavailable: this turn has ended, and how is told once the database has recorded it",
-          codexErrorInfo: "other",
-          additionalDetails: null,
-          misalignment: null,
-        },
-      });
-      const items = [...turn.unrecorded.values()];
-      const events = runtime.stampHeld(thread, [
-        ...items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
-        // Stored whole, as told (no references to item rows: the rows may be what failed).
-        ...told.events.map(({ method, params }) => ({ method, params })),
-      ]);
-      runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, threadStatus: told.threadStatus, items, events, epoch });
-    }
+    else told = await holdEnd(deps, thread, turn, err, { end, held, result, now, epoch });
   }
   observer.turnEnded(told.record.status);
   runtime.maybeUnload(thread);
+}
+
+/**
+ * Before the ending is recorded: what the turn left open is closed or recorded as well as it can
+ * be (each failure is logged, and the ending is still recorded).
+ */
+async function closeOpenWork(deps: TurnDeps, recorder: ItemRecorder, stream: TurnStream, thread: LoadedThread, turn: ActiveTurn): Promise<void> {
+  const { log } = deps;
+  try {
+    // Open items of an interrupted attempt keep what arrived (the user stopped it there).
+    await stream.closeStreamingItems(thread, turn, false);
+  } catch (err) {
+    log.error({ err, threadId: thread.id }, "could not close streaming items");
+  }
+  if (turn.unrecorded.size > 0) {
+    // Completed items whose record failed (and failed the turn): one more try, so the record
+    // shows the side effect as well as it can.
+    try {
+      await recorder.completed(thread, turn, [...turn.unrecorded.values()]);
+    } catch (err) {
+      log.error({ err, threadId: thread.id, items: [...turn.unrecorded.keys()] }, "could not record completed items at the end of the turn");
+    }
+  }
+  // Steering the loop never took (the turn stopped on truncation, an error or an interrupt
+  // before its next model call) was already answered with {turnId}: record it as this turn's
+  // user input, and it reaches the model with the next turn, instead of vanishing.
+  if (turn.steering.length > 0) {
+    try {
+      await stream.onLoopEvent(thread, turn, { type: "steered", messages: turn.steering.take() });
+    } catch (err) {
+      log.error({ err, threadId: thread.id }, "could not record steering input");
+    }
+  }
+}
+
+/**
+ * The ending could not be recorded (the database is away): it is held, told as waiting, and
+ * recorded (then told) once the database is back. Returns the ending as it will be told.
+ */
+async function holdEnd(
+  deps: TurnDeps,
+  thread: LoadedThread,
+  turn: ActiveTurn,
+  err: unknown,
+  e: { end: TurnEnd; held: ActiveTurn["deferred"]; result: LoopResult; now: number; epoch: number | null },
+): Promise<TurnEnd> {
+  const { runtime, log } = deps;
+  const { held, result, now, epoch } = e;
+  let told = e.end;
+  // The record could not be written (the database is away). Clients are told no ending the
+  // store does not have (DESIGN.md §7): only that the ending waits for the database. The
+  // ending is kept and recorded once it is back, and told then (unrecorded.ts); if another
+  // process took the thread over meanwhile, the ending it recorded is the one told.
+  log.error({ err, threadId: thread.id, turnId: turn.id }, "could not record the end of a turn");
+  // The model's last message was in that transaction: as when its own record failed, the
+  // turn fails (its answer is not in the model history), its items are kept with it.
+  if (held) {
+    for (const item of held.items) turn.unrecorded.set(item.id, item);
+    const failed = turnFailed(err, result);
+    told = await endOf(deps, thread, turn, "error", failed, held.items, now, false);
+  }
+  // The stored turn is still in progress: so is the thread, until its ending is recorded.
+  thread.status = { type: "active", activeFlags: [] };
+  thread.record = { ...thread.record, systemError: false };
+  runtime.publishLive(thread, "error", {
+    threadId: thread.id,
+    turnId: turn.id,
+    willRetry: true,
+    error: {
+      message: "The database is unavailable: this turn has ended, and how is told once the database has recorded it",
+      codexErrorInfo: "other",
+      additionalDetails: null,
+      misalignment: null,
+    },
+  });
+  const items = [...turn.unrecorded.values()];
+  const events = runtime.stampHeld(thread, [
+    ...items.map((item) => ({ method: "item/completed" as const, params: { item, threadId: thread.id, turnId: turn.id, completedAtMs: item.completedAtMs ?? now } })),
+    // Stored whole, as told (no references to item rows: the rows may be what failed).
+    ...told.events.map(({ method, params }) => ({ method, params })),
+  ]);
+  runtime.unrecorded?.add(thread, { record: told.record, systemError: told.systemError, threadStatus: told.threadStatus, items, events, epoch });
+  return told;
 }
 
 interface TurnEnd {
