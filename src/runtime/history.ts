@@ -7,7 +7,7 @@
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "../store/history-entry.js";
 
-// threads.ts and turns.ts still import it from here.
+// agent-turn.ts and turn-lifecycle.ts import it from here.
 export type { HistoryEntry };
 
 type Tagged = { turnOrdinal: number | null; message: Message };

@@ -40,7 +40,7 @@ export class ItemRecorder {
   async completed(thread: LoadedThread, turn: ActiveTurn, items: ThreadItem[]): Promise<void> {
     const now = Date.now();
     try {
-      // Retried with the same numbers in the thread's slot (ThreadRuntime.record): an attempt whose
+      // Retried with the same numbers in the thread's slot (EventLog.record, event-log.ts): an attempt whose
       // commit went through unacknowledged is not stored twice, and nothing overtakes it.
       await this.deps.runtime.commit(
         thread,

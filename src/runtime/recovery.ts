@@ -3,7 +3,7 @@
  * `interrupted`, its unfinished items as failed with the reason "server restarted" — never re-run.
  * The closing notifications are stored in the event log, so a client that resumes with `afterSeq`
  * learns how the turn ended. The exception is a turn that was waiting on an approval: nothing ran
- * yet, so it is restored as waiting (TurnRunner.restore) and asks again.
+ * yet, so it is restored as waiting (TurnRunner.restore, agent-turn.ts) and asks again.
  *
  * With several processes on one database this runs per thread, by the sweeper (sweeper.ts), only
  * for threads whose owner's lease expired — never for a turn a live process is running.

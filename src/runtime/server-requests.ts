@@ -7,7 +7,7 @@
  */
 import type { ClientReply } from "../protocol/jsonrpc.js";
 
-// threads.ts still imports it from here.
+// loaded-thread.ts imports it from here.
 export type { ClientReply };
 
 export interface RequestingSubscriber {

@@ -27,7 +27,7 @@ export interface SharedNotification {
   serialised?: unknown;
 }
 
-/** What the turn runner keeps on a loaded thread (see src/runtime/turns.ts). */
+/** What the turn runner keeps on a loaded thread (an ActiveTurn, active-turn.ts). */
 export interface ActiveTurnHandle {
   readonly id: string;
 }
