@@ -151,7 +151,7 @@ export function signalGroup(pgid: number, sig: NodeJS.Signals | 0): boolean {
     process.kill(-pgid, sig);
     return true;
   } catch {
-    return false;
+    return false; // ESRCH: the group is gone, which is what callers ask (our groups run as our own user: no EPERM)
   }
 }
 
@@ -169,7 +169,7 @@ export async function groupIsRunning(pgid: number): Promise<boolean> {
   try {
     pids = (await fs.readdir("/proc")).filter((n) => /^\d+$/.test(n));
   } catch {
-    return true;
+    return true; // no /proc to look into: kill(0) above is the answer, as elsewhere
   }
   const states = await Promise.all(
     pids.map(async (pid) => {
@@ -178,7 +178,7 @@ export async function groupIsRunning(pgid: number): Promise<boolean> {
         const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
         return Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X";
       } catch {
-        return false;
+        return false; // the process ended between the listing and this read
       }
     }),
   );
@@ -204,137 +204,167 @@ export async function terminateGroup(pgid: number, graceMs: number): Promise<voi
 
 /** Runs a program (argv, no shell) in its own process group and collects its output. */
 export function runProcess(opts: RunOptions): Promise<RunResult> {
-  const cap = opts.outputCapBytes ?? DEFAULT_OUTPUT_CAP_BYTES;
-  const grace = opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
-  const stdout = new HeadTailBuffer(cap);
-  const stderr = new HeadTailBuffer(cap);
-  const combined = new HeadTailBuffer(cap);
+  const output = new RunOutput(opts.outputCapBytes ?? DEFAULT_OUTPUT_CAP_BYTES, opts.onOutput);
   const started = Date.now();
-  const empty = (): RunResult => ({
-    pid: null,
-    exitCode: null,
-    signal: null,
-    timedOut: false,
-    aborted: false,
-    spawnError: null,
-    stdout: stdout.result(),
-    stderr: stderr.result(),
-    combined: combined.result(),
-    durationMs: Date.now() - started,
-  });
-  if (opts.signal?.aborted) return Promise.resolve({ ...empty(), aborted: true });
+  if (opts.signal?.aborted) return Promise.resolve({ ...output.notRun(started), aborted: true });
+  let child: Child;
+  try {
+    const options = { cwd: opts.cwd, env: opts.env ?? commandEnvironment(), detached: true };
+    child =
+      opts.stdin === undefined
+        ? spawn(opts.file, opts.args, { ...options, stdio: ["ignore", "pipe", "pipe"] })
+        : spawn(opts.file, opts.args, { ...options, stdio: ["pipe", "pipe", "pipe"] });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    return Promise.resolve({ ...output.notRun(started), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
+  }
+  return new ChildRun(child, opts, output, started).result;
+}
 
-  return new Promise<RunResult>((resolve) => {
-    let child: ChildProcessByStdio<Writable | null, Readable, Readable>;
-    try {
-      const options = { cwd: opts.cwd, env: opts.env ?? commandEnvironment(), detached: true };
-      child =
-        opts.stdin === undefined
-          ? spawn(opts.file, opts.args, { ...options, stdio: ["ignore", "pipe", "pipe"] })
-          : spawn(opts.file, opts.args, { ...options, stdio: ["pipe", "pipe", "pipe"] });
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException;
-      resolve({ ...empty(), spawnError: { code: e.code ?? "EUNKNOWN", message: e.message } });
-      return;
+type Child = ChildProcessByStdio<Writable | null, Readable, Readable>;
+
+/** A run's captured output: each stream and both interleaved, bounded; passed on live when asked. */
+class RunOutput {
+  readonly stdout: HeadTailBuffer;
+  readonly stderr: HeadTailBuffer;
+  readonly combined: HeadTailBuffer;
+  private readonly decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+
+  constructor(
+    cap: number,
+    private readonly onOutput: RunOptions["onOutput"],
+  ) {
+    this.stdout = new HeadTailBuffer(cap);
+    this.stderr = new HeadTailBuffer(cap);
+    this.combined = new HeadTailBuffer(cap);
+  }
+
+  push(stream: OutputStream, chunk: Buffer): void {
+    this[stream].push(chunk);
+    this.combined.push(chunk);
+    if (this.onOutput) {
+      const text = this.decoders[stream].write(chunk).replace(/\0/g, "");
+      if (text) this.onOutput(stream, text);
     }
-    const pid = child.pid ?? null;
+  }
+
+  results(): Pick<RunResult, "stdout" | "stderr" | "combined"> {
+    return { stdout: this.stdout.result(), stderr: this.stderr.result(), combined: this.combined.result() };
+  }
+
+  /** The result of a process that did not run (aborted before, or could not be spawned). */
+  notRun(started: number): RunResult {
+    return { pid: null, exitCode: null, signal: null, timedOut: false, aborted: false, spawnError: null, ...this.results(), durationMs: Date.now() - started };
+  }
+}
+
+/**
+ * One spawned child until its result: its stdin, its timeout and abort, its output, and its end —
+ * after which whatever is left of its process group is terminated.
+ */
+class ChildRun {
+  readonly result: Promise<RunResult>;
+  private resolve!: (result: RunResult) => void;
+  private readonly pid: number | null;
+  private readonly grace: number;
+  private readonly timer: NodeJS.Timeout;
+  private timedOut = false;
+  private aborted = false;
+  private terminating: Promise<void> | null = null;
+  private exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  private spawnError: RunResult["spawnError"] = null;
+  private openStreams = 2;
+  private finished = false;
+  private readonly onAbort = () => {
+    this.aborted = true;
+    void this.terminate();
+  };
+
+  constructor(
+    private readonly child: Child,
+    private readonly opts: RunOptions,
+    private readonly output: RunOutput,
+    private readonly started: number,
+  ) {
+    this.result = new Promise<RunResult>((resolve) => (this.resolve = resolve));
+    this.grace = opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+    this.pid = child.pid ?? null;
     if (child.stdin && opts.stdin !== undefined) {
       // A process that exits without reading all of it closes the pipe: EPIPE is not our failure.
       child.stdin.on("error", () => {});
       child.stdin.end(opts.stdin);
     }
-    if (pid !== null) {
-      trackGroup(pid);
-      opts.onSpawn?.(pid);
+    if (this.pid !== null) {
+      trackGroup(this.pid);
+      opts.onSpawn?.(this.pid);
     }
-
-    let timedOut = false;
-    let aborted = false;
-    let terminating: Promise<void> | null = null;
-    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-    let spawnError: RunResult["spawnError"] = null;
-    let openStreams = 2;
-    let finished = false;
-
-    const terminate = () => {
-      if (pid === null) return Promise.resolve();
-      terminating ??= terminateGroup(pid, grace);
-      return terminating;
-    };
-
-    const timer = setTimeout(() => {
-      timedOut = true;
-      void terminate();
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      void this.terminate();
     }, Math.max(1, Math.min(opts.timeoutMs, 2 ** 31 - 1)));
-    const onAbort = () => {
-      aborted = true;
-      void terminate();
-    };
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    opts.signal?.addEventListener("abort", this.onAbort, { once: true });
+    child.stdout.on("data", (chunk: Buffer) => this.output.push("stdout", chunk));
+    child.stderr.on("data", (chunk: Buffer) => this.output.push("stderr", chunk));
+    this.watchEnd();
+  }
 
-    const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
-    const onData = (stream: OutputStream, buf: HeadTailBuffer) => (chunk: Buffer) => {
-      buf.push(chunk);
-      combined.push(chunk);
-      if (opts.onOutput) {
-        const text = decoders[stream].write(chunk).replace(/\0/g, "");
-        if (text) opts.onOutput(stream, text);
-      }
-    };
-    child.stdout.on("data", onData("stdout", stdout));
-    child.stderr.on("data", onData("stderr", stderr));
+  private terminate(): Promise<void> {
+    if (this.pid === null) return Promise.resolve();
+    this.terminating ??= terminateGroup(this.pid, this.grace);
+    return this.terminating;
+  }
 
-    const finish = async () => {
-      if (finished) return;
-      finished = true;
-      clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", onAbort);
-      // Whatever is left of the group (background jobs, children that ignored SIGTERM) goes too.
-      if (pid !== null) {
-        await terminate();
-        liveGroups.delete(pid);
-      }
-      child.stdout.destroy();
-      child.stderr.destroy();
-      let exitCode: number | null = exit?.code ?? null;
-      if (exitCode === null && exit?.signal) exitCode = 128 + (SIGNAL_NUMBERS[exit.signal] ?? 0);
-      resolve({
-        pid,
-        exitCode,
-        signal: exit?.signal ?? null,
-        timedOut,
-        aborted,
-        spawnError,
-        stdout: stdout.result(),
-        stderr: stderr.result(),
-        combined: combined.result(),
-        durationMs: Date.now() - started,
-      });
-    };
-
+  /** Finishes once the process exited and its pipes closed (or a moment after it exited), or at once when it could not start. */
+  private watchEnd(): void {
     const streamClosed = () => {
-      openStreams--;
-      if (openStreams === 0 && exit) void finish();
+      this.openStreams--;
+      if (this.openStreams === 0 && this.exit) void this.finish();
     };
-    child.stdout.on("close", streamClosed);
-    child.stderr.on("close", streamClosed);
-
-    child.on("error", (err: NodeJS.ErrnoException) => {
+    this.child.stdout.on("close", streamClosed);
+    this.child.stderr.on("close", streamClosed);
+    this.child.on("error", (err: NodeJS.ErrnoException) => {
       // Spawn failures (ENOENT, EACCES); errors after a successful spawn are not expected here.
-      if (pid === null || exit === null) {
-        spawnError = { code: err.code ?? "EUNKNOWN", message: err.message };
-        exit ??= { code: null, signal: null };
-        void finish();
+      if (this.pid === null || this.exit === null) {
+        this.spawnError = { code: err.code ?? "EUNKNOWN", message: err.message };
+        this.exit ??= { code: null, signal: null };
+        void this.finish();
       }
     });
-    child.on("exit", (code, signal) => {
-      exit = { code, signal };
-      if (openStreams === 0) {
-        void finish();
+    this.child.on("exit", (code, signal) => {
+      this.exit = { code, signal };
+      if (this.openStreams === 0) {
+        void this.finish();
         return;
       }
       // Background children may still hold the pipes: give them a moment, then stop waiting.
-      setTimeout(() => void finish(), DRAIN_MS).unref?.();
+      setTimeout(() => void this.finish(), DRAIN_MS).unref?.();
     });
-  });
+  }
+
+  private async finish(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.timer);
+    this.opts.signal?.removeEventListener("abort", this.onAbort);
+    // Whatever is left of the group (background jobs, children that ignored SIGTERM) goes too.
+    if (this.pid !== null) {
+      await this.terminate();
+      liveGroups.delete(this.pid);
+    }
+    this.child.stdout.destroy();
+    this.child.stderr.destroy();
+    const exit = this.exit;
+    let exitCode: number | null = exit?.code ?? null;
+    if (exitCode === null && exit?.signal) exitCode = 128 + (SIGNAL_NUMBERS[exit.signal] ?? 0);
+    this.resolve({
+      pid: this.pid,
+      exitCode,
+      signal: exit?.signal ?? null,
+      timedOut: this.timedOut,
+      aborted: this.aborted,
+      spawnError: this.spawnError,
+      ...this.output.results(),
+      durationMs: Date.now() - this.started,
+    });
+  }
 }
