@@ -55,6 +55,10 @@ export class Subscriptions {
         await after;
         // Replay up to what this process has delivered: later events reach every subscriber live.
         if (thread.deliveredSeq < 0) thread.deliveryStartsAfter(await store.maxEventSeq(thread.id));
+        // A follower may be behind the log (relays missed while its link was cut, not yet noticed
+        // by the heartbeat): it catches up first, or what it missed would reach this client
+        // neither in the replay nor live.
+        if (cluster && !thread.lease) await cluster.catchUp(thread);
         // Already subscribed (a repeated resume, or a turn/start that subscribed it first): what it
         // received live is not sent again. Its replay then follows those live events, out of seq
         // order, but each event reaches it once.

@@ -37,7 +37,10 @@ export class ThreadLeases {
         if (foreign) {
           thread.entries = null;
           thread.history = null;
-          if (thread.subscribers.size > 0) await cluster.catchUp(thread);
+          // With nobody subscribed too: a connection attaching now replays up to what this
+          // process delivered, and the events it commits next go out above that, so a
+          // `deliveredSeq` left behind (relays missed during a link cut) would be a gap for good.
+          await cluster.catchUp(thread);
         }
       } finally {
         thread.claiming = null;
