@@ -32,117 +32,156 @@ export function parseCommandLine(command: string): ParsedCommand {
  * parseCommandLine, keeping for each word where its first unquoted glob character is: such a word
  * may expand to several words (or to names starting with `-`), which the allow list must know.
  */
-function scanCommandLine(command: string): { segments: ShellWord[][]; separators: string[]; unsafe: string | null } {
-  const segments: ShellWord[][] = [];
-  const separators: string[] = [];
-  let words: ShellWord[] = [];
-  let word = "";
-  let globAt = -1;
-  let inWord = false;
-  let pendingOp = ";";
-  let unsafe: string | null = null;
-  const flag = (why: string) => {
-    unsafe ??= why;
-  };
-  const endWord = () => {
-    if (inWord) words.push({ text: word, globAt });
-    word = "";
-    globAt = -1;
-    inWord = false;
-  };
-  const endSegment = (op: string) => {
-    endWord();
-    if (words.length === 0) {
-      if (op !== ";" || pendingOp !== ";") flag("empty command in a list");
-    } else {
-      if (segments.length > 0) separators.push(pendingOp);
-      segments.push(words);
-      pendingOp = op;
-    }
-    words = [];
-  };
-  const checkDollar = (next: string | undefined) => {
-    if (next !== undefined && /[A-Za-z0-9_{(@*#?$!-]/.test(next)) flag(next === "(" ? "command substitution" : "variable expansion");
-  };
+function scanCommandLine(command: string): ScannedCommand {
+  return new CommandScanner(command).scan();
+}
 
-  for (let i = 0; i < command.length; i++) {
-    const c = command[i];
-    if (c === "'") {
-      const end = command.indexOf("'", i + 1);
-      if (end < 0) {
-        flag("unterminated quote");
-        word += command.slice(i + 1);
-        inWord = true;
-        break;
-      }
-      word += command.slice(i + 1, end);
-      inWord = true;
-      i = end;
-      continue;
+interface ScannedCommand {
+  segments: ShellWord[][];
+  separators: string[];
+  unsafe: string | null;
+}
+
+/** One left-to-right pass over command text: words into simple commands, and the first reason it is unsafe. */
+class CommandScanner {
+  private readonly segments: ShellWord[][] = [];
+  private readonly separators: string[] = [];
+  private unsafe: string | null = null;
+  private words: ShellWord[] = [];
+  private word = "";
+  private globAt = -1;
+  private inWord = false;
+  private pendingOp = ";";
+
+  constructor(private readonly command: string) {}
+
+  scan(): ScannedCommand {
+    for (let i = 0; i < this.command.length; i++) {
+      const last = this.step(i);
+      if (last === null) break;
+      i = last;
     }
-    if (c === '"') {
-      let j = i + 1;
-      for (; j < command.length && command[j] !== '"'; j++) {
-        const d = command[j];
-        if (d === "\\" && j + 1 < command.length && '"\\$`\n'.includes(command[j + 1])) {
-          word += command[j + 1];
-          j++;
-        } else {
-          if (d === "`") flag("command substitution");
-          if (d === "$") checkDollar(command[j + 1]);
-          word += d;
-        }
-      }
-      if (j >= command.length) flag("unterminated quote");
-      inWord = true;
-      i = j;
-      continue;
-    }
-    if (c === "\\") {
-      if (i + 1 < command.length && command[i + 1] !== "\n") word += command[i + 1];
-      inWord = inWord || command[i + 1] !== "\n";
-      i++;
-      continue;
-    }
-    if (c === " " || c === "\t") {
-      endWord();
-      continue;
-    }
-    if (OPERATOR_CHARS.has(c)) {
-      const two = command.slice(i, i + 2);
-      if (c === "&" && two !== "&&") flag("background job");
-      let op = c === "\n" ? ";" : c;
-      if (two === "&&" || two === "||" || two === "|&") {
-        op = two;
-        i++;
-      }
-      endSegment(op);
-      continue;
-    }
-    if (c === ">" || c === "<") flag("redirection");
-    else if (c === "`") flag("command substitution");
-    else if (c === "$") checkDollar(command[i + 1]);
-    else if (c === "(" || c === ")") flag("subshell");
-    else if (c === "{" || c === "}") flag("brace expansion or command group");
-    else if (c === "*" || c === "?" || c === "[") {
-      if (word === "") flag("glob at the start of a word"); // may expand to a file named like a flag
-      if (globAt < 0) globAt = word.length;
-    } else if (c === "#" && !inWord) {
-      // A comment: the rest of the line is ignored by bash.
-      const nl = command.indexOf("\n", i);
-      if (nl < 0) break;
-      i = nl - 1;
-      continue;
-    }
-    word += c;
-    inWord = true;
+    this.endWord();
+    if (this.words.length > 0) {
+      if (this.segments.length > 0) this.separators.push(this.pendingOp);
+      this.segments.push(this.words);
+    } else if (this.pendingOp !== ";") this.flag("incomplete command");
+    return { segments: this.segments, separators: this.separators, unsafe: this.unsafe };
   }
-  endWord();
-  if (words.length > 0) {
-    if (segments.length > 0) separators.push(pendingOp);
-    segments.push(words);
-  } else if (pendingOp !== ";") flag("incomplete command");
-  return { segments, separators, unsafe };
+
+  /** Reads what starts at `i`; the index of the last character it took, or null when nothing after it counts. */
+  private step(i: number): number | null {
+    const c = this.command[i]!;
+    if (c === "'") return this.singleQuoted(i);
+    if (c === '"') return this.doubleQuoted(i);
+    if (c === "\\") return this.escaped(i);
+    if (c === " " || c === "\t") {
+      this.endWord();
+      return i;
+    }
+    if (OPERATOR_CHARS.has(c)) return this.operator(i);
+    if (c === "#" && !this.inWord) {
+      // A comment: the rest of the line is ignored by bash.
+      const nl = this.command.indexOf("\n", i);
+      return nl < 0 ? null : nl - 1;
+    }
+    this.plain(i);
+    return i;
+  }
+
+  private singleQuoted(i: number): number | null {
+    const end = this.command.indexOf("'", i + 1);
+    this.inWord = true;
+    if (end < 0) {
+      this.flag("unterminated quote");
+      this.word += this.command.slice(i + 1);
+      return null;
+    }
+    this.word += this.command.slice(i + 1, end);
+    return end;
+  }
+
+  private doubleQuoted(i: number): number {
+    const command = this.command;
+    let j = i + 1;
+    for (; j < command.length && command[j] !== '"'; j++) {
+      const d = command[j]!;
+      if (d === "\\" && j + 1 < command.length && '"\\$`\n'.includes(command[j + 1]!)) {
+        this.word += command[j + 1];
+        j++;
+      } else {
+        if (d === "`") this.flag("command substitution");
+        if (d === "$") this.checkDollar(command[j + 1]);
+        this.word += d;
+      }
+    }
+    if (j >= command.length) this.flag("unterminated quote");
+    this.inWord = true;
+    return j;
+  }
+
+  private escaped(i: number): number {
+    const next = this.command[i + 1];
+    if (i + 1 < this.command.length && next !== "\n") this.word += next;
+    this.inWord = this.inWord || next !== "\n";
+    return i + 1;
+  }
+
+  private operator(i: number): number {
+    const c = this.command[i]!;
+    const two = this.command.slice(i, i + 2);
+    if (c === "&" && two !== "&&") this.flag("background job");
+    let op = c === "\n" ? ";" : c;
+    if (two === "&&" || two === "||" || two === "|&") {
+      op = two;
+      i++;
+    }
+    this.endSegment(op);
+    return i;
+  }
+
+  /** Any other character: part of the word, flagging the constructs not modelled. */
+  private plain(i: number): void {
+    const c = this.command[i]!;
+    if (c === ">" || c === "<") this.flag("redirection");
+    else if (c === "`") this.flag("command substitution");
+    else if (c === "$") this.checkDollar(this.command[i + 1]);
+    else if (c === "(" || c === ")") this.flag("subshell");
+    else if (c === "{" || c === "}") this.flag("brace expansion or command group");
+    else if (c === "*" || c === "?" || c === "[") {
+      if (this.word === "") this.flag("glob at the start of a word"); // may expand to a file named like a flag
+      if (this.globAt < 0) this.globAt = this.word.length;
+    }
+    this.word += c;
+    this.inWord = true;
+  }
+
+  private flag(why: string): void {
+    this.unsafe ??= why;
+  }
+
+  private checkDollar(next: string | undefined): void {
+    if (next !== undefined && /[A-Za-z0-9_{(@*#?$!-]/.test(next)) this.flag(next === "(" ? "command substitution" : "variable expansion");
+  }
+
+  private endWord(): void {
+    if (this.inWord) this.words.push({ text: this.word, globAt: this.globAt });
+    this.word = "";
+    this.globAt = -1;
+    this.inWord = false;
+  }
+
+  private endSegment(op: string): void {
+    this.endWord();
+    if (this.words.length === 0) {
+      if (op !== ";" || this.pendingOp !== ";") this.flag("empty command in a list");
+    } else {
+      if (this.segments.length > 0) this.separators.push(this.pendingOp);
+      this.segments.push(this.words);
+      this.pendingOp = op;
+    }
+    this.words = [];
+  }
 }
 
 /**
