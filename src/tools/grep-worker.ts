@@ -30,7 +30,7 @@ export interface GrepJob {
 }
 
 export type GrepOutcome =
-  | { ok: true; lines: string[]; capped: "matches" | "files" | null; skippedLarge: number; timedOut: boolean; files: number }
+  | { ok: true; lines: string[]; capped: "matches" | "files" | null; skippedLarge: number; unreadable: number; timedOut: boolean; files: number }
   | { ok: false; error: string };
 
 const SKIP_DIRS = new Set([".git", "node_modules"]);
@@ -49,109 +49,154 @@ export function explainPatternError(pattern: string, message: string): string {
     : `Invalid pattern: ${detail} (${engine}; see RE2 syntax).`;
 }
 
-async function search(job: GrepJob): Promise<GrepOutcome> {
+/** Runs one search job: the pattern compiled by RE2, then the walk of its target. */
+export async function search(job: GrepJob): Promise<GrepOutcome> {
   let regex: RE2JS;
   try {
     regex = RE2JS.compile(job.pattern);
   } catch (err) {
     return { ok: false, error: explainPatternError(job.pattern, (err as Error).message) };
   }
-  const view = SandboxView.fromData(job.view);
-  const glob = job.glob === null ? null : new RegExp(job.glob.source);
-  const lines: string[] = [];
-  let files = 0;
-  let skippedLarge = 0;
-  let capped: "matches" | "files" | null = null;
-  let timedOut = false;
-  const stop = () => {
-    if (capped !== null || timedOut) return true;
-    if (Date.now() > job.deadline) timedOut = true;
-    return timedOut;
-  };
+  return new GrepWalk(job, regex).run();
+}
 
-  const searchFile = async (dir: PinnedDir, name: string, shown: string) => {
-    files++;
+/** One search's walk and what it found so far, with the caps and the deadline that stop it. */
+class GrepWalk {
+  private readonly view: SandboxView;
+  private readonly glob: RegExp | null;
+  private readonly lines: string[] = [];
+  private files = 0;
+  private skippedLarge = 0;
+  /** Files and directories that could not be opened or listed (gone since listed, a link by now, unreadable). */
+  private unreadable = 0;
+  private capped: "matches" | "files" | null = null;
+  private timedOut = false;
+
+  constructor(
+    private readonly job: GrepJob,
+    private readonly regex: RE2JS,
+  ) {
+    this.view = SandboxView.fromData(job.view);
+    this.glob = job.glob === null ? null : new RegExp(job.glob.source);
+  }
+
+  async run(): Promise<GrepOutcome> {
+    const { job } = this;
+    const host = this.view.toHost(job.target);
+    try {
+      const dir = await PinnedDir.open(host);
+      try {
+        await this.walk(dir, job.target, host, "");
+      } finally {
+        await dir.close();
+      }
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return { ok: false, error: `Cannot search ${job.shownTarget}: it does not exist.` };
+      if (code !== "ENOTDIR") return { ok: false, error: `Cannot search ${job.shownTarget}: ${(err as Error).message}` };
+      const failed = await this.searchOneFile(host);
+      if (failed !== null) return { ok: false, error: failed };
+    }
+    return { ok: true, lines: this.lines, capped: this.capped, skippedLarge: this.skippedLarge, unreadable: this.unreadable, timedOut: this.timedOut, files: this.files };
+  }
+
+  /** The target is a file: searches it through its pinned parent; why it cannot, or null. */
+  private async searchOneFile(host: string): Promise<string | null> {
+    const shown = this.job.shownTarget;
+    if (path.dirname(host) === host) return `Cannot search ${shown}.`;
+    const parent = await PinnedDir.open(path.dirname(host)).catch((e: Error) => e);
+    if (parent instanceof Error) return `Cannot search ${shown}: ${parent.message}`;
+    try {
+      await this.searchFile(parent, path.basename(host), this.job.target);
+    } finally {
+      await parent.close();
+    }
+    return null;
+  }
+
+  private stop(): boolean {
+    if (this.capped !== null || this.timedOut) return true;
+    if (Date.now() > this.job.deadline) this.timedOut = true;
+    return this.timedOut;
+  }
+
+  private async walk(dir: PinnedDir, virtual: string, host: string, rel: string): Promise<void> {
+    const entries = await dir.list().catch(() => {
+      this.unreadable++;
+      return [];
+    });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      if (this.stop()) return;
+      const childVirtual = path.join(virtual, e.name);
+      if (this.view.hiddenAt(childVirtual) !== null) continue;
+      const childRel = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) {
+        if (SKIP_DIRS.has(e.name)) continue;
+        await this.walkChild(dir, e.name, childVirtual, host, childRel);
+      } else if (e.isFile()) {
+        if (this.glob !== null && !this.glob.test(this.job.glob!.onPath ? childRel : e.name)) continue;
+        if (this.files >= this.job.maxFiles) {
+          this.capped = "files";
+          return;
+        }
+        await this.searchFile(dir, e.name, childVirtual);
+      }
+      // Symbolic links and special files are skipped: following links could leave the roots.
+    }
+  }
+
+  private async walkChild(dir: PinnedDir, name: string, childVirtual: string, host: string, childRel: string): Promise<void> {
+    // A mount boundary (a root bound into the private /tmp) is somewhere else on the host.
+    const childHost = this.view.toHost(childVirtual);
+    const child = await (childHost === path.join(host, name) ? dir.openChild(name) : PinnedDir.open(childHost)).catch(() => null);
+    if (child === null) {
+      this.unreadable++;
+      return;
+    }
+    try {
+      await this.walk(child, childVirtual, childHost, childRel);
+    } finally {
+      await child.close();
+    }
+  }
+
+  private async searchFile(dir: PinnedDir, name: string, shown: string): Promise<void> {
+    this.files++;
     const fh = await dir.openRead(name).catch(() => null);
-    if (fh === null) return;
+    if (fh === null) {
+      this.unreadable++;
+      return;
+    }
     try {
       const st = await fh.stat();
       if (!st.isFile() || st.size === 0) return;
-      if (st.size > job.maxFileBytes) {
-        skippedLarge++;
+      if (st.size > this.job.maxFileBytes) {
+        this.skippedLarge++;
         return;
       }
       const buf = await fh.readFile();
       if (buf.subarray(0, 8192).includes(0)) return;
-      const text = buf.toString("utf8").split("\n");
-      const display = displayPath(shown, job.cwd);
-      for (let i = 0; i < text.length; i++) {
-        let line = text[i]!;
-        if (line.endsWith("\r")) line = line.slice(0, -1);
-        if (!regex.test(line)) continue;
-        if (lines.length >= job.maxMatches) {
-          capped = "matches";
-          return;
-        }
-        lines.push(`${display}:${i + 1}: ${line.length > job.maxLineChars ? `${line.slice(0, job.maxLineChars)}…` : line}`);
-      }
+      this.matchLines(buf.toString("utf8").split("\n"), displayPath(shown, this.job.cwd));
     } finally {
+      // A read-only handle: closing it cannot lose anything, whatever it says.
       await fh.close().catch(() => undefined);
     }
-  };
+  }
 
-  const walk = async (dir: PinnedDir, virtual: string, host: string, rel: string): Promise<void> => {
-    const entries = await dir.list().catch(() => []);
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const e of entries) {
-      if (stop()) return;
-      const childVirtual = path.join(virtual, e.name);
-      if (view.hiddenAt(childVirtual) !== null) continue;
-      const childRel = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) {
-        if (SKIP_DIRS.has(e.name)) continue;
-        // A mount boundary (a root bound into the private /tmp) is somewhere else on the host.
-        const childHost = view.toHost(childVirtual);
-        const child = await (childHost === path.join(host, e.name) ? dir.openChild(e.name) : PinnedDir.open(childHost)).catch(() => null);
-        if (child === null) continue;
-        try {
-          await walk(child, childVirtual, childHost, childRel);
-        } finally {
-          await child.close();
-        }
-      } else if (e.isFile()) {
-        if (glob !== null && !glob.test(job.glob!.onPath ? childRel : e.name)) continue;
-        if (files >= job.maxFiles) {
-          capped = "files";
-          return;
-        }
-        await searchFile(dir, e.name, childVirtual);
+  private matchLines(text: readonly string[], display: string): void {
+    const { maxMatches, maxLineChars } = this.job;
+    for (let i = 0; i < text.length; i++) {
+      let line = text[i]!;
+      if (line.endsWith("\r")) line = line.slice(0, -1);
+      if (!this.regex.test(line)) continue;
+      if (this.lines.length >= maxMatches) {
+        this.capped = "matches";
+        return;
       }
-      // Symbolic links and special files are skipped: following links could leave the roots.
-    }
-  };
-
-  const host = view.toHost(job.target);
-  try {
-    const dir = await PinnedDir.open(host);
-    try {
-      await walk(dir, job.target, host, "");
-    } finally {
-      await dir.close();
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return { ok: false, error: `Cannot search ${job.shownTarget}: it does not exist.` };
-    if (code !== "ENOTDIR") return { ok: false, error: `Cannot search ${job.shownTarget}: ${(err as Error).message}` };
-    if (path.dirname(host) === host) return { ok: false, error: `Cannot search ${job.shownTarget}.` };
-    const parent = await PinnedDir.open(path.dirname(host)).catch((e: Error) => e);
-    if (parent instanceof Error) return { ok: false, error: `Cannot search ${job.shownTarget}: ${parent.message}` };
-    try {
-      await searchFile(parent, path.basename(host), job.target);
-    } finally {
-      await parent.close();
+      this.lines.push(`${display}:${i + 1}: ${line.length > maxLineChars ? `${line.slice(0, maxLineChars)}…` : line}`);
     }
   }
-  return { ok: true, lines, capped, skippedLarge, timedOut, files };
 }
 
 parentPort?.on("message", (job: GrepJob) => {

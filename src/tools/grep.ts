@@ -108,6 +108,7 @@ export function grepTool(ctx: ToolContext, options: Partial<GrepOptions> = {}): 
       if (capped === "matches") notes.push(`[Results capped at ${opts.maxMatches} matches; narrow the pattern, path or glob to see the rest.]`);
       if (capped === "files") notes.push(`[Stopped after searching ${opts.maxFiles} files; narrow the path or glob.]`);
       if (skippedLarge > 0) notes.push(`[${skippedLarge} file${skippedLarge === 1 ? "" : "s"} larger than ${opts.maxFileBytes} bytes skipped.]`);
+      if (result.unreadable > 0) notes.push(`[${result.unreadable} file${result.unreadable === 1 ? "" : "s"} or director${result.unreadable === 1 ? "y" : "ies"} could not be read and ${result.unreadable === 1 ? "was" : "were"} skipped.]`);
       if (result.timedOut) notes.push(`[Stopped after ${opts.timeoutMs / 1000} s (${result.files} files searched); narrow the path or glob to see the rest.]`);
       if (results.length === 0) return textOutcome(["No matches found.", ...notes].join("\n"));
       return textOutcome([...results, ...notes].join("\n"));
