@@ -40,80 +40,119 @@ export function mcpTool(entry: McpToolEntry, manager: McpManager, ctx: ToolConte
       inputSchema: tool.inputSchema as Record<string, unknown>,
       readOnly,
       async plan(call) {
-        let args: unknown;
-        try {
-          args = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
-        } catch (err) {
-          return { content: [{ type: "text", text: `Invalid arguments for ${entry.modelName}: not valid JSON (${(err as Error).message}).` }], isError: true };
-        }
-        if (typeof args !== "object" || args === null || Array.isArray(args))
-          return { content: [{ type: "text", text: `Invalid arguments for ${entry.modelName}: expected a JSON object.` }], isError: true };
-        const mode = policyMode(ctx.approvalPolicy);
-        const mustAsk = !readOnly && mode !== "never" && !ctx.sessionApprovals.has(key);
-        const draft = {
-          type: "mcpToolCall" as const,
-          server,
-          environmentId: null,
-          tool: tool.name,
-          status: "inProgress",
-          arguments: args,
-          appContext: null,
-          mcpAppUi: null,
-          pluginId: null,
-          readOnlyHint: readOnly,
-          result: null,
-          error: null,
-          durationMs: null,
-        };
-        const failed = (message: string, startedAtMs: number): ToolResult => ({
-          patch: { status: "failed", error: { message }, durationMs: Date.now() - startedAtMs },
-          outcome: { content: [{ type: "text", text: message }], isError: true },
-        });
+        const args = argumentsOf(call.arguments, entry.modelName);
+        if ("content" in args) return args;
+        const mustAsk = !readOnly && policyMode(ctx.approvalPolicy) !== "never" && !ctx.sessionApprovals.has(key);
         return {
-          item: draft,
+          item: callItem(entry, args.value, readOnly),
           gate: { action: "run" },
-          notRun: (_why, reason, elapsedMs) => failed(`Not run: ${reason}.`, Date.now() - elapsedMs),
+          notRun: (_why, reason, elapsedMs) => failedCall(`Not run: ${reason}.`, Date.now() - elapsedMs),
           async execute(host, signal): Promise<ToolResult> {
             if (mustAsk) {
-              const answer = await askApproval(ctx, server, tool.name, args as Record<string, unknown>, signal);
-              if (answer === "acceptForSession") ctx.sessionApprovals.add(key);
-              if (answer === "decline" || answer === "cancel") {
-                const r = failed(
-                  answer === "cancel"
-                    ? "The user cancelled this MCP tool call; it was not run and the turn is ending."
-                    : "The user declined this MCP tool call; it was not run. Do not retry it unchanged; choose another approach or ask the user.",
-                  host.startedAtMs,
-                );
-                return answer === "cancel" ? { ...r, outcome: { ...r.outcome, endTurn: true } } : r;
-              }
+              const refused = await approvalFirst(ctx, entry, key, args.value, host.startedAtMs, signal);
+              if (refused !== null) return refused;
             }
-            let result: CallToolResult;
-            try {
-              const conn = manager.server(server);
-              if (!conn) return failed(`MCP server ${server} is no longer configured.`, host.startedAtMs);
-              // An elicitation the server sends during the call goes to this thread's clients.
-              result = await manager.withAsker(server, (params) => forwardElicitation(ctx, server, params, signal), () =>
-                conn.callTool(tool.name, args as Record<string, unknown>, signal, (message) => ctx.mcpProgress?.(host.itemId, message)),
-              );
-            } catch (err) {
-              return failed(`MCP tool ${server}/${tool.name} failed: ${(err as Error).message}`, host.startedAtMs);
-            }
-            const ok = result.isError !== true;
-            return {
-              patch: {
-                status: ok ? "completed" : "failed",
-                result: { content: result.content, structuredContent: result.structuredContent ?? null, _meta: result._meta ?? null },
-                error: ok ? null : { message: textOf(result).slice(0, 2_000) || "the tool reported an error" },
-                durationMs: Date.now() - host.startedAtMs,
-              },
-              outcome: modelOutcome(result),
-            };
+            return callServer(ctx, manager, entry, args.value, host, signal);
           },
         };
       },
     },
     ctx,
   );
+}
+
+/** The call's arguments as a JSON object, or the outcome telling the model why they are not one. */
+function argumentsOf(text: string, modelName: string): { value: Record<string, unknown> } | ToolOutcome {
+  let args: unknown;
+  try {
+    args = text.trim() === "" ? {} : JSON.parse(text);
+  } catch (err) {
+    return { content: [{ type: "text", text: `Invalid arguments for ${modelName}: not valid JSON (${(err as Error).message}).` }], isError: true };
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args))
+    return { content: [{ type: "text", text: `Invalid arguments for ${modelName}: expected a JSON object.` }], isError: true };
+  return { value: args as Record<string, unknown> };
+}
+
+/** The mcpToolCall item as it starts. */
+function callItem(entry: McpToolEntry, args: Record<string, unknown>, readOnly: boolean) {
+  return {
+    type: "mcpToolCall" as const,
+    server: entry.server,
+    environmentId: null,
+    tool: entry.tool.name,
+    status: "inProgress",
+    arguments: args,
+    appContext: null,
+    mcpAppUi: null,
+    pluginId: null,
+    readOnlyHint: readOnly,
+    result: null,
+    error: null,
+    durationMs: null,
+  };
+}
+
+/** A call that failed or did not run: the item failed with `message`, which the model is told too. */
+function failedCall(message: string, startedAtMs: number): ToolResult {
+  return {
+    patch: { status: "failed", error: { message }, durationMs: Date.now() - startedAtMs },
+    outcome: { content: [{ type: "text", text: message }], isError: true },
+  };
+}
+
+/** Asks the thread's clients; null when the call may run (a session approval is remembered), else the declined or cancelled result. */
+async function approvalFirst(
+  ctx: ToolContext,
+  entry: McpToolEntry,
+  key: string,
+  args: Record<string, unknown>,
+  startedAtMs: number,
+  signal: AbortSignal,
+): Promise<ToolResult | null> {
+  const answer = await askApproval(ctx, entry.server, entry.tool.name, args, signal);
+  if (answer === "acceptForSession") ctx.sessionApprovals.add(key);
+  if (answer !== "decline" && answer !== "cancel") return null;
+  const r = failedCall(
+    answer === "cancel"
+      ? "The user cancelled this MCP tool call; it was not run and the turn is ending."
+      : "The user declined this MCP tool call; it was not run. Do not retry it unchanged; choose another approach or ask the user.",
+    startedAtMs,
+  );
+  return answer === "cancel" ? { ...r, outcome: { ...r.outcome, endTurn: true } } : r;
+}
+
+/** Calls the tool on its server and maps the result to the item and the model's outcome. */
+async function callServer(
+  ctx: ToolContext,
+  manager: McpManager,
+  entry: McpToolEntry,
+  args: Record<string, unknown>,
+  host: { itemId: string; startedAtMs: number },
+  signal: AbortSignal,
+): Promise<ToolResult> {
+  const { server, tool } = entry;
+  let result: CallToolResult;
+  try {
+    const conn = manager.server(server);
+    if (!conn) return failedCall(`MCP server ${server} is no longer configured.`, host.startedAtMs);
+    // An elicitation the server sends during the call goes to this thread's clients.
+    result = await manager.withAsker(server, (params) => forwardElicitation(ctx, server, params, signal), () =>
+      conn.callTool(tool.name, args, signal, (message) => ctx.mcpProgress?.(host.itemId, message)),
+    );
+  } catch (err) {
+    return failedCall(`MCP tool ${server}/${tool.name} failed: ${(err as Error).message}`, host.startedAtMs);
+  }
+  const ok = result.isError !== true;
+  return {
+    patch: {
+      status: ok ? "completed" : "failed",
+      result: { content: result.content, structuredContent: result.structuredContent ?? null, _meta: result._meta ?? null },
+      error: ok ? null : { message: textOf(result).slice(0, 2_000) || "the tool reported an error" },
+      durationMs: Date.now() - host.startedAtMs,
+    },
+    outcome: modelOutcome(result),
+  };
 }
 
 /** One round trip to the thread's clients; anything unusable counts as decline. */
