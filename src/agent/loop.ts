@@ -243,6 +243,7 @@ class LoopRun {
         try {
           await sleep(retryInMs!, signal);
         } catch {
+          // The backoff sleep rejects only when the turn's signal aborts: an interrupt.
           return this.result("interrupted");
         }
       }

@@ -51,7 +51,7 @@ function parsePlan(args: string): PlanStep[] | null {
     }
     return steps;
   } catch {
-    return null;
+    return null; // arguments that are not JSON set no plan (the update_plan call itself failed on them)
   }
 }
 

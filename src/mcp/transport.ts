@@ -48,7 +48,12 @@ export async function connectTransport(
     } catch (err) {
       // Servers of the older HTTP+SSE transport answer the Streamable HTTP POST with 4xx.
       deps.log.debug({ err, server: c.name }, "Streamable HTTP failed; trying SSE");
-      await client.connect(new SSEClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }) as Transport);
+      try {
+        await client.connect(new SSEClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }) as Transport);
+      } catch (sseErr) {
+        // Both failed: say both, since which one the server speaks is not known.
+        throw new Error(`Streamable HTTP: ${messageOf(err)}; HTTP+SSE: ${messageOf(sseErr)}`, { cause: sseErr });
+      }
     }
     return null;
   }
@@ -90,3 +95,5 @@ export async function privateHome(homesDir: string, name: string): Promise<strin
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   return fs.realpath(dir);
 }
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -14,7 +14,7 @@ function text(buf: Buffer | null): string | null | Error {
   try {
     return utf8.decode(buf);
   } catch {
-    return new Error("binary");
+    return new Error("binary"); // not UTF-8: shown as a binary change
   }
 }
 
@@ -43,6 +43,8 @@ export class TurnDiffTracker {
       try {
         now = await readExisting(e.real);
       } catch {
+        // No longer readable without following a link (or now a directory): left out of this
+        // aggregate view; each fileChange item still carries its own diff.
         continue;
       }
       if (e.before === null && now === null) continue;

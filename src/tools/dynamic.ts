@@ -22,7 +22,7 @@ export function dynamicTool(spec: DynamicToolSpec, ctx: ToolContext): LoopTool {
         try {
           args = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
         } catch {
-          args = call.arguments;
+          args = call.arguments; // not JSON: the client gets the text as the model sent it
         }
         const draft = { type: "dynamicToolCall" as const, namespace: null, tool: spec.name, arguments: args, status: "inProgress", contentItems: null, success: null, durationMs: null };
         const failed = (text: string, startedAtMs: number): ToolResult => ({

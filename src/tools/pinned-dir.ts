@@ -72,9 +72,9 @@ async function probe(): Promise<boolean> {
     const [viaProc, direct] = await Promise.all([fs.stat(`${PROC_FD}/${root.fd}`), fs.stat("/")]);
     return viaProc.isDirectory() && viaProc.ino === direct.ino && viaProc.dev === direct.dev;
   } catch {
-    return false;
+    return false; // no usable /proc/self/fd: the path-based fallback (openByPath)
   } finally {
-    await root?.close().catch(() => undefined);
+    await root?.close().catch(() => undefined); // a directory handle opened only to look
   }
 }
 
@@ -91,11 +91,16 @@ function relabel(err: unknown, procPath: string, logical: string): unknown {
   return e;
 }
 
+/**
+ * A cleanup step whose failure loses nothing: closing directory handles, and removing directories
+ * this open created, which rmdir leaves alone unless empty (one that something was written into
+ * since stays, on purpose). On a failed open the original error is what is thrown.
+ */
 async function quietly(op: () => Promise<unknown>): Promise<void> {
   try {
     await op();
   } catch {
-    /* best effort during cleanup */
+    /* see above */
   }
 }
 
@@ -414,7 +419,7 @@ async function openDirAt(at: string, logical: string): Promise<FileHandle> {
     const code = codeOf(err);
     if (code === "ELOOP") throw new SymlinkInPathError(logical);
     if (code === "ENOTDIR") {
-      const st = await fs.lstat(at).catch(() => null);
+      const st = await fs.lstat(at).catch(() => null); // unknown: the original ENOTDIR is thrown below
       if (st?.isSymbolicLink()) throw new SymlinkInPathError(logical);
     }
     throw relabel(err, at, logical);

@@ -41,7 +41,7 @@ export async function looksBinary(fh: FileHandle): Promise<boolean> {
     new TextDecoder("utf-8", { fatal: true }).decode(sample);
     return false;
   } catch {
-    return true;
+    return true; // not UTF-8: the answer, not a failure
   }
 }
 
@@ -116,7 +116,7 @@ export function readFileTool(ctx: ToolContext, options: Partial<ReadFileOptions>
           stream.destroy();
         }
       } finally {
-        await fh.close().catch(() => undefined);
+        await fh.close().catch(() => undefined); // a read-only handle: nothing to lose on close
       }
       if (out.length === 0) return textOutcome(`offset ${offset} is past the end of ${args.path} (${lineNo} lines).`, true);
 

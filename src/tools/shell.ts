@@ -103,8 +103,11 @@ async function resolveWorkdir(ctx: ToolContext, workdir: string | undefined): Pr
     where = { cwd: check.path!, cwdReal: check.real!, objection: check.ok ? null : `the working directory is not allowed: ${check.reason}` };
     host = check.host!; // where it is outside the sandbox (a private /tmp differs)
   }
-  const st = await fs.stat(host).catch(() => null);
-  if (st === null) return textOutcome(`Cannot run the command: the working directory ${where.cwd} does not exist.`, true);
+  const st = await fs.stat(host).catch((err: NodeJS.ErrnoException) => err);
+  if (st instanceof Error) {
+    if (st.code === "ENOENT" || st.code === "ENOTDIR") return textOutcome(`Cannot run the command: the working directory ${where.cwd} does not exist.`, true);
+    return textOutcome(`Cannot run the command: the working directory ${where.cwd} cannot be used (${st.code ?? st.message}).`, true);
+  }
   if (!st.isDirectory()) return textOutcome(`Cannot run the command: ${where.cwd} is not a directory.`, true);
   return where;
 }

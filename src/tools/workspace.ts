@@ -97,7 +97,7 @@ export async function realpathLoose(abs: string, depth = 0): Promise<string> {
   try {
     isLink = (await fs.lstat(abs)).isSymbolicLink();
   } catch {
-    isLink = false;
+    isLink = false; // absent: resolved as a path that does not exist yet, below
   }
   const realParent = await realpathLoose(parent, depth + 1);
   if (isLink) {

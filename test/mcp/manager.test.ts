@@ -119,6 +119,13 @@ describe("MCP servers over stdio, in the sandbox", () => {
     expect(await m.server("old")!.resourcesNow()).toEqual({ resources: [{ uri: "test://greeting", name: "greeting", mimeType: "text/plain" }], resourceTemplates: [] });
   });
 
+  it("an HTTP server that neither transport reaches is down with both reasons", async () => {
+    const m = await manager(writeConfig({ gone: { url: "http://127.0.0.1:9/mcp" } }), { timing: { backoffMs: [60_000], healthyAfterMs: 60_000 } });
+    const gone = m.server("gone")!;
+    expect(gone.state).toBe("failed");
+    expect(gone.lastError).toMatch(/^Streamable HTTP: .+; HTTP\+SSE: .+/);
+  });
+
   it("sends a progress token and hands each progress notification on; log messages reach the server's log", async () => {
     const lines: string[] = [];
     const logger = pino({ level: "info" }, { write: (line: string) => void lines.push(line) });

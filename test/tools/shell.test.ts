@@ -1,8 +1,8 @@
 // @needs-os-sandbox: runs commands in the OS sandbox (vitest.config.ts leaves this file out where bubblewrap cannot run).
 /** The shell tool: items, output, exit codes, timeouts, interrupts, approvals and the policy matrix. */
-import { mkdirSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
+import { mkdirSync, promises as fsPromises, symlinkSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { AskForApproval, SandboxMode } from "../../src/protocol/common.js";
 import { shellTool, type ShellOptions } from "../../src/tools/shell.js";
 import { shellInvocation } from "../../src/tools/shell-invocation.js";
@@ -177,6 +177,18 @@ describe("shell: running commands", () => {
     expect(textOf(escape)).toMatch(/Refused to run this command: the working directory is not allowed: .*symbolic link/);
     expect(existsSync(path.join(d.outside, "pwned"))).toBe(false);
     expect(ctx.completed.at(-1)).toMatchObject({ status: "declined" });
+  });
+
+  it("a workdir that exists but cannot be looked at says why, not that it does not exist", async () => {
+    const { shell } = setup("workspace-write", "never");
+    mkdirSync(path.join(d.ws, "locked"));
+    // Tests run as root, whom permissions do not stop: the EACCES a user would get is injected.
+    const stat = fsPromises.stat;
+    vi.spyOn(fsPromises, "stat").mockImplementation(((p: string, ...rest: []) =>
+      String(p).endsWith("/locked") ? Promise.reject(Object.assign(new Error(`EACCES: permission denied, stat '${p}'`), { code: "EACCES" })) : stat(p, ...rest)) as typeof stat);
+    const out = await run(shell, { command: "pwd", workdir: "locked" }).finally(() => vi.restoreAllMocks());
+    expect(out.isError).toBe(true);
+    expect(textOf(out)).toMatch(/^Cannot run the command: the working directory .*locked cannot be used \(EACCES\)\.$/);
   });
 });
 
