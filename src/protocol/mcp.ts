@@ -71,6 +71,11 @@ export const McpServerStatus = z
     toolsError: z.string().nullable(),
     resources: z.array(McpResource),
     resourceTemplates: z.array(McpResourceTemplate),
+    /**
+     * Ours, not Codex's (its status has only `toolsError`): in the full view, why this ready
+     * server's resources could not be listed (its `resources` are then empty); null when they were.
+     */
+    resourcesError: z.string().nullable().optional(),
     authStatus: z.enum(["unknown", "unsupported", "notLoggedIn", "bearerToken", "oAuth"]),
   })
   .meta({ id: "McpServerStatus" });

@@ -1,7 +1,7 @@
 /**
- * hooks/list: lifecycle hooks configured per working directory. This server runs no hooks yet, so
- * every directory has none; the function is its own module so hook support can fill it in
- * without touching the other start-up answers.
+ * hooks/list: the lifecycle hooks configured per working directory (src/hooks), with the problems
+ * their configuration has (a hooks file with errors and no usable hook still lists its errors);
+ * without a hooks configuration, every directory has none.
  */
 export interface HooksListEntry {
   cwd: string;

@@ -11,7 +11,7 @@ import type { Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types
 import type { z } from "zod";
 import type { AppContext } from "../../app-context.js";
 import type { McpManager } from "../../mcp/manager.js";
-import type { McpServerConnection } from "../../mcp/server-connection.js";
+import { McpResourcesError, type McpServerConnection } from "../../mcp/server-connection.js";
 import { McpConfigError } from "../../mcp/config.js";
 import type { McpServerStatusUpdatedNotification } from "../../protocol/mcp.js";
 import type { Connection } from "../connection.js";
@@ -71,6 +71,16 @@ function statusOf(s: McpServerConnection, modelNames: ReadonlyMap<string, string
   };
 }
 
+/** A server's resources for the full status view, or why it could not list them (empty then). */
+async function resourcesOf(s: McpServerConnection): Promise<{ resources: Resource[]; resourceTemplates: ResourceTemplate[]; resourcesError: string | null }> {
+  try {
+    return { ...(await s.resourcesNow()), resourcesError: null };
+  } catch (err) {
+    if (!(err instanceof McpResourcesError)) throw err;
+    return { resources: [], resourceTemplates: [], resourcesError: err.message };
+  }
+}
+
 export function registerMcpHandlers(conn: Connection, app: AppContext): void {
   const { mcp } = app;
 
@@ -85,8 +95,9 @@ export function registerMcpHandlers(conn: Connection, app: AppContext): void {
     const data = await Promise.all(
       page.map(async (s) => {
         const status = statusOf(s, modelNames, p.detail ?? "full");
-        // Resources and templates only in the full view, from ready servers that offer them.
-        if ((p.detail ?? "full") === "full") Object.assign(status, await s.resourcesNow());
+        // Resources and templates only in the full view, from ready servers that offer them. One
+        // server failing to list them is that server's entry, not the whole list's failure.
+        if ((p.detail ?? "full") === "full") Object.assign(status, await resourcesOf(s));
         return status;
       }),
     );
