@@ -7,12 +7,16 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos,soak
  *                               (chaos: bench/cluster-chaos.ts, three seeds of 20 rounds on Postgres;
  *                               --quick: one seed of 5)
  *                               phases/groups to run (default all); turns, durability and load each
  *                               get a fresh throwaway database (PGlite: a fresh home)
  *   --load-pglite               also run the load group on PGlite (default: Postgres only)
+ *   --minutes=N                 soak: minutes of the steady loop per backend (default 3; the drift of
+ *                               issue 33 item 5 needs ≥ 6 to read)
+ *   --soak-env=K=V,K2=V2        soak: extra server environment (an A/B switch)
+ *   --soak-restart              soak: afterwards restart the server on the same home, one more minute
  *   --cpu-prof=DIR              servers of the turns/durability/load groups run with `node --cpu-prof`, profiles
  *                               written to DIR on exit (summarise with bench/profile-summary.mjs)
  *   --backend=postgres,pglite   backends to run (default both)
@@ -42,6 +46,7 @@ import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
 import { groupSandbox } from "./groups/sandbox.js";
 import { groupMcp } from "./groups/mcp.js";
 import { groupPaging, PAGED_CALLS, PAGING_SIZES } from "./groups/paging.js";
+import { groupSoak, soakTables, soakVerdicts } from "./groups/soak.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import {
   countThreads,
@@ -73,14 +78,16 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos"];
-const GROUPS = ["turns", "durability", "paging", "load"] as const;
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos", "soak"];
+const GROUPS = ["turns", "durability", "paging", "load", "soak"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
 const SIZES = list("sizes", ["10000", "100000"]).map(Number);
 const PG_ADMIN_URL = opt("pg-url") ?? process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const QUICK = flag("quick");
 const CPU_PROF = opt("cpu-prof");
+const SOAK_MINUTES = Number(opt("minutes") ?? (QUICK ? 1 : 3));
+const SOAK_ENV = Object.fromEntries(list("soak-env", []).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
 /** --ref=COMMIT: bench that commit (git archive into a temp dir) instead of the working tree. */
 const REF = opt("ref");
 /** REF resolved once, at start: the branch may move while the bench runs. */
@@ -534,7 +541,7 @@ function verdicts(): Verdict[] {
   }
   const rss = memory.find((r) => r.backend === "postgres" && r.metric.startsWith("idle RSS after ready: restart (migrated db)"));
   out.push({ target: "idle RSS ≤ 60 MB on Postgres", measured: rss ? `p50 ${rss.rss.p50.toFixed(1)} MiB (max ${rss.rss.max.toFixed(1)})` : "not run", met: rss ? rss.rss.p50 <= 60 : null });
-  if (PHASES.has("turns") || PHASES.has("durability") || PHASES.has("paging") || PHASES.has("load")) out.push(...groupVerdicts());
+  if (PHASES.has("turns") || PHASES.has("durability") || PHASES.has("paging") || PHASES.has("load") || PHASES.has("soak")) out.push(...groupVerdicts());
   return out;
 }
 
@@ -542,6 +549,7 @@ function verdicts(): Verdict[] {
 function groupVerdicts(): Verdict[] {
   const find = (backend: string, prefix: string) => latency.find((r) => r.backend === backend && r.metric.startsWith(prefix));
   const out: Verdict[] = [];
+  if (PHASES.has("soak")) out.push(...soakVerdicts());
   const pq = (r: LatencyRow) => `p50 ${fmtMs(r.s.p50)} ms, p99 ${fmtMs(r.s.p99)} ms`;
   if (PHASES.has("turns")) {
     for (const b of BACKENDS) {
@@ -633,7 +641,7 @@ function groupVerdicts(): Verdict[] {
 }
 
 function allTables(): FactTable[] {
-  return [...tables, ...turnsTables(), ...durabilityTables(), ...loadTables()];
+  return [...tables, ...turnsTables(), ...durabilityTables(), ...loadTables(), ...soakTables()];
 }
 
 function markdown(facts: Record<string, string>, load: { before: string; after: string }, wallS: number): string {
@@ -740,7 +748,7 @@ async function main(): Promise<void> {
         notes.push("load: run on Postgres only (PGlite: pass --load-pglite).");
         continue;
       }
-      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : groupLoad(ctx, b))]);
+      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : g === "soak" ? groupSoak(ctx, b, { minutes: SOAK_MINUTES, env: SOAK_ENV, label: Object.keys(SOAK_ENV).length ? list("soak-env", []).join(" ") : "", restartMinute: flag("soak-restart") }) : groupLoad(ctx, b))]);
     }
     for (const [label, run] of runs) {
       const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();

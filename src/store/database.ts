@@ -69,6 +69,8 @@ export interface OpenDatabaseOptions {
    * CPU for a single-session database whose files the OS caches anyway.
    */
   pgliteSharedBuffers?: string;
+  /** PGlite only: how often tables are checked for growth since their last ANALYZE (default PGLITE_ANALYZE_CHECK_MS). */
+  pgliteAnalyzeCheckMs?: number;
   migrate?: boolean;
   /**
    * PGlite only: stops the opening (SIGTERM during start-up) between its steps; a PGlite still
@@ -231,12 +233,14 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
     const [host, port] = server.getServerConn().split(":");
     const sql = postgres({ host, port: Number(port), user: "postgres", database: "postgres", max: 1, ...quiet, types });
     const db = pg;
+    const stopAnalyzing = analyzeGrowingTables(sql, opts);
     return {
       kind: "pglite",
       sql,
       pgliteStart: start.how,
       dumpDataDir: () => db.dumpDataDir("none"),
       close: async () => {
+        stopAnalyzing();
         await sql.end({ timeout: 5 }).catch(() => {});
         await server.stop().catch(() => {});
         await db.close().catch(() => {});
@@ -247,6 +251,49 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
     unlock();
     throw err;
   }
+}
+
+/** How often the embedded database's tables are checked for growth since their last ANALYZE. */
+export const PGLITE_ANALYZE_CHECK_MS = 30_000;
+
+/**
+ * PGlite's stand-in for autovacuum's ANALYZE (issue 33 item 5). PGlite runs no autovacuum, so
+ * nothing refreshed the planner's statistics while the server ran (it analyzes once, 1 s after
+ * start: src/server.ts). postgres.js prepares every statement, and from its 6th execution on
+ * Postgres keeps a generic plan, made from the statistics and table sizes of that moment, until
+ * something invalidates it: plans made while a home's tables were small stayed for the life of
+ * the process while the tables grew, and a steady loop of thread/start, turns, fork, resume,
+ * read and list slowed ~2× within 7 minutes (server CPU per loop +45 %) until a restart; with
+ * plan_cache_mode=force_custom_plan it did not (bench/RESULTS.md, "Soak").
+ *
+ * Every PGLITE_ANALYZE_CHECK_MS this analyzes the tables of the current schema that grew by more
+ * than 10 % + 8 pages since their last ANALYZE (autovacuum's rule is 10 % + 50 changed rows; size
+ * is what made the old plans wrong, and it needs no statistics collector), which also makes the
+ * cached plans that read them replan. Returns the stop function.
+ */
+function analyzeGrowingTables(sql: Sql, opts: OpenDatabaseOptions): () => void {
+  let running = false;
+  let stopped = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    void (async () => {
+      const grown = await sql<{ name: string }[]>`
+        select format('%I.%I', n.nspname, c.relname) as name
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where c.relkind = 'r' and n.nspname = current_schema()
+          and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(c.relpages, 0) * 1.1 + 8`;
+      if (grown.length) await sql.unsafe(`analyze ${grown.map((g) => g.name).join(", ")}`);
+    })()
+      // Closing ends the connection under a check in progress: not worth a warning.
+      .catch((err: Error) => stopped || warn(opts, { error: err.message }, "could not analyze the embedded database's grown tables"))
+      .finally(() => (running = false));
+  }, opts.pgliteAnalyzeCheckMs ?? PGLITE_ANALYZE_CHECK_MS);
+  timer.unref();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
 }
 
 /**
