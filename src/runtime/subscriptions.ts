@@ -55,10 +55,6 @@ export class Subscriptions {
         await after;
         // Replay up to what this process has delivered: later events reach every subscriber live.
         if (thread.deliveredSeq < 0) thread.deliveryStartsAfter(await store.maxEventSeq(thread.id));
-        // A follower may be behind the log (relays missed while its link was cut, not yet noticed
-        // by the heartbeat): it catches up first, or what it missed would reach this client
-        // neither in the replay nor live.
-        if (cluster && !thread.lease) await cluster.catchUp(thread);
         // Already subscribed (a repeated resume, or a turn/start that subscribed it first): what it
         // received live is not sent again. Its replay then follows those live events, out of seq
         // order, but each event reaches it once.
@@ -69,8 +65,12 @@ export class Subscriptions {
         if (cancelled()) return;
         thread.attaching.delete(subscriber);
         this.subscribe(thread, subscriber);
-        // A turn running on another process may be waiting on an approval asked before this client came.
-        if (cluster && !thread.lease) await cluster.mirrorRequests(thread);
+        // A follower may be behind the log (relays missed while its link was cut, not yet noticed
+        // by the heartbeat): what it missed goes out now, to this client too, live. (Read before
+        // the subscription, it would advance what was delivered past events this client then
+        // never got: a resume without afterSeq replays nothing.) A turn running on another
+        // process may also be waiting on an approval asked before this client came (mirrored).
+        if (cluster && !thread.lease) await cluster.catchUp(thread);
       })
       .finally(() => {
         // A failed step must not leave the connection counted as subscribing.
