@@ -73,8 +73,9 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
   links.turns = turns;
   runtime.cluster = links;
   if (db.kind === "postgres") {
-    links.fanout = new Fanout(db.sql, leases.processId, log, (m) => links.onMessage(m), (t) => links.onListen(t), relayMs);
-    links.commands = new RemoteCommands(new PgNotifyChannel(db.sql), leases.processId, (c) => links.handle(c), log);
+    const channel = new PgNotifyChannel(db.sql);
+    links.fanout = new Fanout(channel, leases.processId, log, (m) => links.onMessage(m), (t) => links.onListen(t), relayMs);
+    links.commands = new RemoteCommands(channel, leases.processId, (c) => links.handle(c), log);
     await links.commands.start();
     await links.fanout.listenPresence();
   }

@@ -22,7 +22,7 @@
  * back, then reads what its followed threads committed meanwhile (wake-ups skipped while nobody
  * relayed to it).
  */
-import type { Sql } from "postgres";
+import type { Listening, NotifyChannel } from "../store/notify-channel.js";
 import type { RuntimeLogger } from "./thread-types.js";
 
 /** Postgres's NOTIFY payload limit is 8000 bytes; keep a margin for the JSON envelope. */
@@ -122,7 +122,7 @@ interface Outbox {
 
 export class Fanout {
   private readonly outbox = new Map<string, Outbox>();
-  private readonly following = new Map<string, Promise<{ unlisten(): Promise<void> }>>();
+  private readonly following = new Map<string, Promise<Listening>>();
   private timer: NodeJS.Timeout | null = null;
   private lastFlush = 0;
   private flushing: Promise<void> = Promise.resolve();
@@ -134,10 +134,10 @@ export class Fanout {
   private hellos = 0;
   /** Welcomes awaited while joining: process id → resolve. */
   private readonly awaited = new Map<string, () => void>();
-  private presence: { unlisten(): Promise<void> } | null = null;
+  private presence: Listening | null = null;
 
   constructor(
-    private readonly sql: Sql,
+    private readonly channel: NotifyChannel,
     readonly processId: string,
     private readonly log: RuntimeLogger,
     private readonly onMessage: (msg: FanoutMessage) => void,
@@ -150,7 +150,7 @@ export class Fanout {
 
   /** Listens on the presence channel; call before registering (a later joiner must reach us). */
   async listenPresence(): Promise<void> {
-    this.presence = (await this.sql.listen(PRESENCE_CHANNEL, (text) => this.onPresence(text))) as unknown as { unlisten(): Promise<void> };
+    this.presence = await this.channel.listen(PRESENCE_CHANNEL, (text) => this.onPresence(text));
   }
 
   private onPresence(text: string): void {
@@ -165,7 +165,7 @@ export class Fanout {
       this.hellos++;
       if (!this.relaying) this.log.info({ peer: msg.o }, "another process joined: relaying to other processes");
       this.relaying = true;
-      void this.sql`select pg_notify(${PRESENCE_CHANNEL}, ${JSON.stringify({ k: "welcome", o: this.processId, to: msg.o })})`.catch((err) =>
+      void this.channel.notify(PRESENCE_CHANNEL, JSON.stringify({ k: "welcome", o: this.processId, to: msg.o })).catch((err) =>
         this.log.warn({ err, peer: msg.o }, "could not answer a joining process"),
       );
     } else if (msg.k === "welcome" && msg.to === this.processId) {
@@ -193,7 +193,7 @@ export class Fanout {
 
   /** NOTIFYs `hello`: every running process relays from now on (and answers `welcome`). */
   async announce(): Promise<void> {
-    await this.sql`select pg_notify(${PRESENCE_CHANNEL}, ${JSON.stringify({ k: "hello", o: this.processId })})`;
+    await this.channel.notify(PRESENCE_CHANNEL, JSON.stringify({ k: "hello", o: this.processId }));
   }
 
   /** Number of hellos heard so far (pass to `peersSeen` with a refresh started now). */
@@ -267,7 +267,7 @@ export class Fanout {
     const t0 = performance.now();
     try {
       // One statement for the whole batch; rows are notified in order (deltas before the wake-up).
-      await this.sql`select pg_notify(c, p) from unnest(${channels}::text[], ${payloads}::text[]) with ordinality as x(c, p, n) order by n`;
+      await this.channel.notifyAll(channels, payloads);
       this.onFlush?.(performance.now() - t0, channels.length);
     } catch (err) {
       // Listeners catch up from the event log on their next wake-up or re-listen; deltas are lost.
@@ -328,7 +328,7 @@ export class Fanout {
     let listening = this.following.get(threadId);
     if (!listening) {
       let first = true;
-      listening = this.sql.listen(
+      listening = this.channel.listen(
         threadChannel(threadId),
         (text) => {
           let msg: FanoutMessage;
@@ -344,7 +344,7 @@ export class Fanout {
           if (!first) this.onListen(threadId);
           first = false;
         },
-      ) as unknown as Promise<{ unlisten(): Promise<void> }>;
+      );
       this.following.set(threadId, listening);
       listening.catch(() => this.following.delete(threadId));
     }
