@@ -39,6 +39,7 @@ import { TurnStore } from "./store/turn-store.js";
 import { HistoryLog } from "./runtime/history-log.js";
 import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
+import { analyzeDatabase } from "./store/maintenance.js";
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
 import { startWebSocketTransport, type WebSocketTransport } from "./transport/websocket.js";
@@ -446,7 +447,7 @@ async function openStore(opts: StartOptions, processId: string, signal: AbortSig
  * search over many threads reads every row. One ANALYZE in the background after start fixes it.
  */
 function analyzeSoon(db: Database, log: Logger): NodeJS.Timeout {
-  return setTimeout(() => void db.sql`analyze`.catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref();
+  return setTimeout(() => void analyzeDatabase(db).catch((err) => log.warn({ err }, "could not analyze the embedded database")), 1000).unref();
 }
 
 /** Users, shares, quotas and the audit trail (identity/team.ts); over stdio, also the spawning user's principal. */

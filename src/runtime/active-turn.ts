@@ -5,7 +5,7 @@ import { SteeringQueue, type SteeringEntry } from "../agent/steering.js";
 import type { UserInput } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn } from "../protocol/thread.js";
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { ActiveTurnHandle, ThreadEvent } from "./thread-types.js";
 
 export interface StreamingItem {
@@ -62,7 +62,7 @@ export class ActiveTurn implements ActiveTurnHandle {
   deferred: {
     events: ThreadEvent[];
     /** `end`: the end of the turn's change to the thread row, made by the same UPDATE. */
-    write: (tx: TransactionSql, end?: { systemError: boolean; updatedAtMs: number }) => Promise<void>;
+    write: (tx: Transaction, end?: { systemError: boolean; updatedAtMs: number }) => Promise<void>;
     items: ThreadItem[];
   } | null = null;
   /**

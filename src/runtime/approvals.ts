@@ -5,7 +5,7 @@
  * `cancel`. A command request offers, in this order, `accept`, `acceptForSession`, the proposed
  * rule (`acceptWithExecpolicyAmendment`, when the tool proposes one), `decline` and `cancel`.
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import { z } from "zod";
 import { ApprovalDecision, CommandExecutionApprovalDecision } from "../protocol/tools.js";
 import { samePattern } from "../tools/execpolicy.js";
@@ -59,7 +59,7 @@ export async function requestApproval(
   turn.pendingApprovals++;
   observer.approvalsPending(1);
   // Recorded with the status change: a process restarted now restores the wait (recovery.ts).
-  const markPending = (tx: TransactionSql) => turns.setPendingRequest(tx, request.params.itemId, { method, params });
+  const markPending = (tx: Transaction) => turns.setPendingRequest(tx, request.params.itemId, { method, params });
   if (turn.pendingApprovals === 1) await runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] }, markPending);
   else await runtime.commit(thread, [], markPending);
   const timeout = deps.settings.approvalTimeoutMs;
@@ -80,7 +80,7 @@ export async function requestApproval(
     turn.pendingApprovals--;
     observer.approvalsPending(-1);
   }
-  const clearPending = (tx: TransactionSql) => turns.setPendingRequest(tx, request.params.itemId, null);
+  const clearPending = (tx: Transaction) => turns.setPendingRequest(tx, request.params.itemId, null);
   if (turn.pendingApprovals === 0 && thread.activeTurn === turn && !signal.aborted) {
     await runtime.setStatus(thread, { type: "active", activeFlags: [] }, clearPending);
   } else await runtime.commit(thread, [], clearPending);

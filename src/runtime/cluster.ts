@@ -13,7 +13,7 @@ import type { LoadedThread } from "./loaded-thread.js";
 import type { RuntimeLogger, Subscriber, ThreadEvent } from "./thread-types.js";
 import type { StoredEvent } from "../store/records.js";
 import type { ThreadStore } from "../store/thread-store.js";
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 
 /** The turn operations a remote request runs on the owner (TurnRunner). */
 export interface LocalTurnOps {
@@ -31,7 +31,7 @@ export interface ClusterHost {
   readonly store: ThreadStore;
   load(threadId: string): Promise<LoadedThread>;
   claim(thread: LoadedThread): Promise<void>;
-  commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: TransactionSql) => Promise<void>, opts?: { alsoTo?: Subscriber }): Promise<StoredEvent[]>;
+  commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: Transaction) => Promise<void>, opts?: { alsoTo?: Subscriber }): Promise<StoredEvent[]>;
   deliver(thread: LoadedThread, method: string, params: Record<string, unknown>, alsoTo?: Subscriber, emittedAtMs?: number): void;
   maybeUnload(thread: LoadedThread): void;
 }

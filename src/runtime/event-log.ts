@@ -5,7 +5,7 @@
  * in a cluster, relayed to the other processes (fanout.ts). Deltas are numbered in the same
  * sequence but published without being stored (`publishLive`).
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { ThreadStatus } from "../protocol/common.js";
 import type { ServerNotificationMethod } from "../protocol/methods.js";
 import type { StoredEvent } from "../store/records.js";
@@ -41,7 +41,7 @@ export class EventLog {
    * `attempts`: how often the transaction is tried (see `record`); `onError`: told of the final
    * failure before anything queued after this commit runs.
    */
-  async commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: TransactionSql) => Promise<void>, opts: CommitOptions = {}): Promise<StoredEvent[]> {
+  async commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: Transaction) => Promise<void>, opts: CommitOptions = {}): Promise<StoredEvent[]> {
     // Seq numbers and writes only under the thread's lease (taken here when not held).
     if (this.ctx.cluster && !thread.lease) {
       if (opts.underHeldLease) throw new LeaseLostError(thread.id);
@@ -116,7 +116,7 @@ export class EventLog {
       lease: { epoch: number } | null;
       reservation: number | null;
       stamped: StoredEvent[];
-      write?: (tx: TransactionSql) => Promise<void>;
+      write?: (tx: Transaction) => Promise<void>;
       creating: boolean;
       attempts: number;
       onError?: (err: unknown) => void;
@@ -172,7 +172,7 @@ export class EventLog {
         .inOrder(() =>
           lease && cluster
             ? store.transaction((tx) => cluster.leases.fence(tx, thread.id, lease.epoch, reservation))
-            : store.reserveSeq(store.sql, thread.id, reservation),
+            : store.reserveSeq(null, thread.id, reservation),
         )
         .catch((err) => log.error({ err, threadId: thread.id }, "could not persist seq reservation"));
     }
@@ -201,7 +201,7 @@ export class EventLog {
     if (alsoTo && !thread.subscribers.has(alsoTo)) alsoTo.notifyShared ? alsoTo.notifyShared(n) : alsoTo.notify(method, params, n.emittedAtMs);
   }
 
-  async setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: TransactionSql) => Promise<void>): Promise<void> {
+  async setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: Transaction) => Promise<void>): Promise<void> {
     thread.status = status;
     await this.commit(thread, [{ method: "thread/status/changed", params: { threadId: thread.id, status } }], write);
   }

@@ -3,7 +3,7 @@
  * thread runs. Entries are staged — applied in memory at once, ordinals claimed synchronously — and
  * the write that stores them goes into the caller's transaction.
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "../store/history-entry.js";
 import type { ThreadStore } from "../store/thread-store.js";
@@ -53,7 +53,7 @@ export class HistoryLog {
    * Appends entries to the thread's in-memory log now (ordinals are claimed synchronously) and
    * returns the write that stores them, for the caller's transaction.
    */
-  stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: TransactionSql) => Promise<void> {
+  stage(thread: LoadedThread, turnId: string | null, entries: HistoryEntry[]): (tx: Transaction) => Promise<void> {
     const first = thread.messageCount;
     thread.messageCount += entries.length;
     thread.entries!.push(...entries);

@@ -6,7 +6,7 @@
  * may describe a side effect that already happened (a command ran), and the next step must not be
  * "tell the model it failed". If it still fails, the caller ends the turn (DESIGN.md §4).
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord } from "../store/records.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
@@ -60,13 +60,13 @@ export class ItemRecorder {
   }
 
   /** Inserts an item row (already complete when `status` is not inProgress) in the caller's transaction. */
-  insert(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, status: string, now: number): Promise<void> {
+  insert(tx: Transaction, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, status: string, now: number): Promise<void> {
     const ordinal = turn.nextItemOrdinal++;
     turn.noteItem(item, ordinal);
     return this.write(tx, thread, turn, item, ordinal, status, now);
   }
 
-  write(tx: TransactionSql, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
+  write(tx: Transaction, thread: LoadedThread, turn: ActiveTurn, item: ThreadItem, ordinal: number, status: string, now: number): Promise<void> {
     const callId = currentCall.getStore() ?? null;
     const record: ItemRecord = {
       id: item.id,

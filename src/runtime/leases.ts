@@ -15,7 +15,7 @@
  * stops heartbeating for APP_SERVER_LEASE_TTL_MS loses every lease at once.
  */
 import { randomUUID } from "node:crypto";
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { LeaseStore, LeasedRow } from "../store/lease-store.js";
 import { TurnRequestError } from "./turn-errors.js";
 import type { RuntimeLogger } from "./thread-types.js";
@@ -156,7 +156,7 @@ export class LeaseManager {
   }
 
   /** The fence, inside a recording transaction; throws LeaseLostError (the transaction aborts). */
-  async fence(tx: TransactionSql, threadId: string, epoch: number, seqUpTo: number): Promise<void> {
+  async fence(tx: Transaction, threadId: string, epoch: number, seqUpTo: number): Promise<void> {
     if (!(await this.store.fence(tx, threadId, this.processId, epoch, seqUpTo))) throw new LeaseLostError(threadId);
   }
 

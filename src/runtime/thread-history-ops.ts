@@ -3,7 +3,7 @@
  * changes, replay), fork (a pointer to the fork point, never a copy), rollback (a marker), and
  * reading the turns a client sees.
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { ThreadForkParams, ThreadResumeParams, Turn } from "../protocol/thread.js";
 import type { ThreadItem } from "../protocol/items.js";
 import { uuidv7 } from "../ids.js";
@@ -179,7 +179,7 @@ export class ThreadHistoryOps {
         : [];
     }
     const write = entries.length
-      ? (tx: TransactionSql) => this.turns.appendHistory(tx, record.id, entries.map((entry, ordinal) => ({ ordinal, turnId: null, entry })))
+      ? (tx: Transaction) => this.turns.appendHistory(tx, record.id, entries.map((entry, ordinal) => ({ ordinal, turnId: null, entry })))
       : undefined;
     const response = await this.runtime.createThread(record, subscriber, { responded, write });
     const turns = p.excludeTurns ? [] : await this.turnsOf(record.id);

@@ -3,7 +3,7 @@
  * list (with statuses as the database tells them), and metadata changes (name, archive). The
  * events go through the event log (event-log.ts) like every other.
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { SandboxPolicy, ThreadStatus } from "../protocol/common.js";
 import type { Thread, ThreadListParams, ThreadStartParams, ThreadStartResponse, Turn } from "../protocol/thread.js";
 import { uuidv7 } from "../ids.js";
@@ -120,7 +120,7 @@ export class ThreadRecords {
   async createThread(
     record: ThreadRecord,
     subscriber: Subscriber,
-    opts: { responded?: Promise<void>; write?: (tx: TransactionSql) => Promise<void>; turns?: Turn[] } = {},
+    opts: { responded?: Promise<void>; write?: (tx: Transaction) => Promise<void>; turns?: Turn[] } = {},
   ): Promise<ThreadStartResponse> {
     const thread = this.threads.open(record, new SeqCounter(0));
     thread.createdHere = true;

@@ -15,7 +15,7 @@
  *   subscriptions.ts   subscribe, attach with replay, unsubscribe, disconnect
  *   thread-records.ts  start, create, read, list, metadata changes
  */
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { ServerNotificationMethod } from "../protocol/methods.js";
 import type { SandboxPolicy, ThreadStatus } from "../protocol/common.js";
 import type { Thread, ThreadListParams, ThreadStartParams, ThreadStartResponse, Turn } from "../protocol/thread.js";
@@ -69,7 +69,7 @@ export class ThreadRuntime implements ThreadContext {
   // ---- events (event-log.ts) -----------------------------------------------------------------
 
   /** Records `events` (with `write`, in one transaction), then publishes them (EventLog.commit). */
-  commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: TransactionSql) => Promise<void>, opts?: CommitOptions): Promise<StoredEvent[]> {
+  commit(thread: LoadedThread, events: ThreadEvent[], write?: (tx: Transaction) => Promise<void>, opts?: CommitOptions): Promise<StoredEvent[]> {
     return this.events.commit(thread, events, write, opts);
   }
 
@@ -85,7 +85,7 @@ export class ThreadRuntime implements ThreadContext {
     this.events.deliver(thread, method, params, alsoTo, emittedAtMs);
   }
 
-  setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: TransactionSql) => Promise<void>): Promise<void> {
+  setStatus(thread: LoadedThread, status: ThreadStatus, write?: (tx: Transaction) => Promise<void>): Promise<void> {
     return this.events.setStatus(thread, status, write);
   }
 
@@ -164,7 +164,7 @@ export class ThreadRuntime implements ThreadContext {
   createThread(
     record: ThreadRecord,
     subscriber: Subscriber,
-    opts?: { responded?: Promise<void>; write?: (tx: TransactionSql) => Promise<void>; turns?: Turn[] },
+    opts?: { responded?: Promise<void>; write?: (tx: Transaction) => Promise<void>; turns?: Turn[] },
   ): Promise<ThreadStartResponse> {
     return this.records.createThread(record, subscriber, opts);
   }

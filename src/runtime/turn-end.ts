@@ -220,7 +220,7 @@ async function endOf(
   };
   const systemError = status === "failed" && !TRUNCATED.has(stopReason);
   const threadStatus: ThreadStatus = systemError ? { type: "systemError" } : { type: "idle" };
-  const completedView = await completedTurnView(record, deps.turns.sql, pending, summaryFromStore, turn.knownMessages());
+  const completedView = await completedTurnView(record, deps.turns, pending, summaryFromStore, turn.knownMessages());
   const events: ThreadEvent[] = [];
   if (status === "failed" && !turn.announcedFailure && error) {
     events.push({ method: "error", params: { error, willRetry: false, threadId: thread.id, turnId: turn.id } });

@@ -6,7 +6,7 @@
  * (turn-end.ts). One active turn per thread.
  */
 import { promises as fs } from "node:fs";
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { LoopResult } from "../agent/loop.js";
 import type { Message, UserMessage } from "../agent/messages.js";
 import { environmentContext } from "../agent/prompt.js";
@@ -47,7 +47,7 @@ export interface TurnOpening {
   /** Events after thread/status/changed and turn/started (its first items). */
   events: ThreadEvent[];
   /** Every write of the start, the turn's row among them (`record`). */
-  write: (tx: TransactionSql) => Promise<void>;
+  write: (tx: Transaction) => Promise<void>;
   /** Runs once the start is recorded, before the turn runs. */
   recorded?: () => void;
 }
@@ -160,7 +160,7 @@ export class TurnLifecycle {
       };
       const view = turnView(record, null);
       const active: ThreadStatus = { type: "active", activeFlags: [] };
-      const opening = opts.opening ? await opts.opening(turn, record, now) : { events: [], write: (tx: TransactionSql) => turns.insertTurn(tx, record) };
+      const opening = opts.opening ? await opts.opening(turn, record, now) : { events: [], write: (tx: Transaction) => turns.insertTurn(tx, record) };
       await runtime.commit(
         thread,
         [

@@ -25,7 +25,7 @@ import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import { contextWindowOf } from "./context-window.js";
-import type { TransactionSql } from "postgres";
+import type { Transaction } from "../store/transaction.js";
 import type { LoadedThread } from "./loaded-thread.js";
 import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
 import { itemRef } from "../store/event-refs.js";
@@ -244,7 +244,7 @@ export class TurnStream {
       },
     ];
     // Issued at once, in this order (pipelined: a started row is inserted before it is completed).
-    const write = (tx: TransactionSql, end?: { systemError: boolean; updatedAtMs: number }) =>
+    const write = (tx: Transaction, end?: { systemError: boolean; updatedAtMs: number }) =>
       inIssueOrder([
         ...records.map((r) => this.recorder.write(tx, thread, turn, r.item, r.ordinal, "inProgress", now)),
         ...completed.map((item) => turns.completeItem(tx, item.id, item, "completed", now)),

@@ -2,7 +2,6 @@
 import type { ThreadItem } from "../protocol/items.js";
 import type { Turn, TurnStatus, TurnStopReason } from "../protocol/thread.js";
 import type { TurnRecord } from "../store/records.js";
-import type { Sql } from "postgres";
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 /** A truncated turn is not a finished task: Codex clients read `completed` as success (see turn-end.ts). */
@@ -39,7 +38,7 @@ export function turnView(r: Pick<TurnRecord, "id" | "status" | "stopReason" | "e
  */
 export async function completedTurnView(
   r: Parameters<typeof turnView>[0],
-  sql: Sql,
+  store: { itemsOfTurn(turnId: string): Promise<ThreadItem[]> },
   /** Items completed in the transaction that records the end (not stored yet), in order. */
   pending: readonly ThreadItem[] = [],
   fromStore = true,
@@ -48,14 +47,12 @@ export async function completedTurnView(
 ): Promise<Turn> {
   if (!fromStore) return turnView(r, null);
   try {
-    const rows = known
-      ? known.map((payload) => ({ payload }))
-      : await sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${r.id} order by ordinal`;
+    const recorded = known ?? (await store.itemsOfTurn(r.id));
     const byId = new Map(pending.map((i) => [i.id, i]));
-    const stored = rows.map((x) => {
-      const p = byId.get(x.payload.id);
-      byId.delete(x.payload.id);
-      return p ?? x.payload;
+    const stored = recorded.map((item) => {
+      const p = byId.get(item.id);
+      byId.delete(item.id);
+      return p ?? item;
     });
     // The turn has ended, so its last agent message is its final answer: say so (Codex's
     // `phase`), as clients such as `codex exec` look for the final answer by it.

@@ -156,7 +156,9 @@ export class ThreadStore {
   }
 
   /** Raises the persisted sequence reservation (never lowers it). */
-  async reserveSeq(q: Queryable, id: string, upTo: number): Promise<void> {
+  /** `q`: the transaction to do it in; the store's own connection pool when absent. */
+  async reserveSeq(q: Queryable | null, id: string, upTo: number): Promise<void> {
+    q ??= this.sql;
     await q`update threads set seq_reserved = greatest(seq_reserved, ${upTo}) where id = ${id}`;
   }
 

@@ -20,6 +20,12 @@ export class TurnAlreadyEndedError extends Error {
 export class TurnStore {
   constructor(readonly sql: Sql) {}
 
+  /** A turn's stored items, in order (the payloads as recorded). */
+  async itemsOfTurn(turnId: string): Promise<ThreadItem[]> {
+    const rows = await this.sql<Array<{ payload: ThreadItem }>>`select payload from items where turn_id = ${turnId} order by ordinal`;
+    return rows.map((r) => r.payload);
+  }
+
   async insertTurn(q: Queryable, t: Omit<TurnRecord, "completedAtMs" | "rolledBack" | "stopReason" | "error">): Promise<void> {
     await q`
       insert into turns (id, thread_id, ordinal, status, client_user_message_id, started_at_ms)
