@@ -4,7 +4,7 @@
  * threads over the three providers; per round one seeded fault (a database link cut past the lease
  * TTL, kill -9 and restart, a client dropped and resumed). Prints per seed: the faults, turns,
  * violations of the invariants, and turn/start → stored ending p50/p99.
- * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-chaos.ts [--seeds=1,2,3] [--rounds=20] [--faults=cut,freeze]
+ * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-chaos.ts [--seeds=1,2,3] [--rounds=20] [--faults=cut,freeze,slow]
  * Only 127.0.0.1 traffic; every wait is bounded.
  */
 import { startMockModelServer } from "../test/support/mock-model-server.js";
@@ -15,7 +15,7 @@ const url = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const SEEDS = (arg("seeds") ?? "1,2,3").split(",").map(Number);
 const ROUNDS = Number(arg("rounds") ?? 20);
-/** --faults=none,cut,kill,client,freeze (default: ALL_FAULTS; freeze is SIGSTOP past the TTL). */
+/** --faults=none,cut,kill,client,freeze,slow (default: ALL_FAULTS; freeze is SIGSTOP past the TTL, slow delays one link). */
 const FAULTS = arg("faults")?.split(",") as ChaosFault[] | undefined;
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]! : NaN);
 

@@ -11,6 +11,9 @@
  *   3. The same when C's link hangs (TCP up, nothing moves) mid-transaction, holding the thread's
  *      row: stall → swept (the server ends C's idle transaction after C's lease TTL); relay
  *      latency between A and B while C hangs is measured in 1.
+ *   4. A slow link: every chunk between C and the database waits SLOW_MS each way (a congested or
+ *      distant database). Relay A → B while C is slow (measured in 1), and C's own turns (start →
+ *      completed at C's client) with its link healthy and slow: slow, not broken, and alone.
  * Run: TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/cluster-faults.ts
  * Only 127.0.0.1 traffic; every wait is bounded.
  */
@@ -21,12 +24,13 @@ import postgres from "postgres";
 import { startMockModelServer } from "../test/support/mock-model-server.js";
 import { freshPostgresDatabase } from "../test/support/durability.js";
 import { Cluster, eventually } from "../test/support/cluster.js";
-import type { TestClient } from "../test/support/client.js";
+import { RpcError, type TestClient } from "../test/support/client.js";
 import { TcpProxy } from "../test/support/tcp-proxy.js";
 import { text, turnCompleted } from "../test/support/turns.js";
 
 const url = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const ROUNDS = Number(process.argv.find((a) => a.startsWith("--rounds="))?.slice(9) ?? 5);
+const SLOW_MS = 100;
 const ENV = { APP_SERVER_LEASE_TTL_MS: "1500", APP_SERVER_SWEEP_INTERVAL_MS: "250" };
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 const fmt = (xs: number[]) => ({ n: xs.length, p50: +pct(xs, 50).toFixed(1), p99: +pct(xs, 99).toFixed(1), max: +Math.max(...xs).toFixed(1) });
@@ -42,6 +46,19 @@ try {
   const [a, b] = [await direct.spawn(), await direct.spawn()];
   const c = await viaProxy.spawn();
   const [ca, cb, cc] = [await direct.connect(a), await direct.connect(b), await viaProxy.connect(c)];
+
+  // C's first statement after a fault can meet a pooled connection that died with the link: the
+  // server answers "retry when it is back", and a client does (bounded).
+  const startOnC = async (params: object): Promise<{ turn: { id: string } }> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await cc.request("turn/start", params);
+      } catch (err) {
+        if (attempt >= 50 || !(err instanceof RpcError) || !/database is unavailable/.test(err.message)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  };
 
   // 1. Relay latency from A to B's client, with C's link up and then cut.
   const arrivals = new Map<TestClient, Map<number, number>>([[ca, new Map()], [cb, new Map()]]);
@@ -77,6 +94,28 @@ try {
   proxy.stall();
   const stalled = await relayed(3);
   proxy.unstall();
+  await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400);
+  proxy.slow(SLOW_MS);
+  const slowed = await relayed(3);
+  proxy.slow(0);
+
+  // 4. C's own turns, healthy and then slow.
+  const turnsOnC = async (turns: number): Promise<number[]> => {
+    const threadId = (await cc.request("thread/start", {})).thread.id;
+    const out: number[] = [];
+    for (let i = 0; i < turns; i++) {
+      mock.enqueue({ text: ["slow ", "or ", "not"] });
+      const started = performance.now();
+      const t = (await startOnC({ threadId, input: text(`c ${i}`) })).turn;
+      await turnCompleted(cc, t.id, 60_000);
+      out.push(performance.now() - started);
+    }
+    return out;
+  };
+  const cHealthy = await turnsOnC(5);
+  proxy.slow(SLOW_MS);
+  const cSlow = await turnsOnC(5);
+  proxy.slow(0);
   // C back in the registry before the takeover rounds.
   await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400);
 
@@ -97,7 +136,7 @@ try {
       }
     })());
     mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: `while [ ! -f ${dir} ]; do sleep 0.02; done` } }] });
-    const t = (await cc.request("turn/start", { threadId, input: text("wait") })).turn;
+    const t = (await startOnC({ threadId, input: text("wait") })).turn;
     await cc.waitForNotification("item/started", (p) => p.turnId === t.id && p.item?.type === "commandExecution", 60_000);
     const cutAt = performance.now();
     proxy.cut();
@@ -123,7 +162,7 @@ try {
     await eventually(async () => (await sql`select 1 from processes where expires_at > now()`).length >= 3, 400, 50, "C registered again");
     const threadId = (await cc.request("thread/start", { cwd: ws, approvalPolicy: "never", sandbox: "danger-full-access" })).thread.id as string;
     mock.enqueue({ toolCalls: [{ name: "shell", arguments: { command: `while [ ! -f ${dir} ]; do sleep 0.02; done; echo stall-$((${round}+1000))` } }] });
-    const t = (await cc.request("turn/start", { threadId, input: text("wait") })).turn;
+    const t = (await startOnC({ threadId, input: text("wait") })).turn;
     await cc.waitForNotification("item/started", (p) => p.turnId === t.id && p.item?.type === "commandExecution", 60_000);
     const hung = proxy.stallWhen(`stall-${round + 1000}`);
     writeFileSync(dir, "");
@@ -141,7 +180,8 @@ try {
   }
   console.log(
     JSON.stringify({
-      relayAddedMs: { healthy: fmt(healthy), whileAnotherProcessIsCut: fmt(faulted), whileAnotherProcessHangs: fmt(stalled) },
+      relayAddedMs: { healthy: fmt(healthy), whileAnotherProcessIsCut: fmt(faulted), whileAnotherProcessHangs: fmt(stalled), [`whileAnotherProcessIsSlow${SLOW_MS}msEachWay`]: fmt(slowed) },
+      turnOnCStartToCompletedMs: { healthy: fmt(cHealthy), [`slow${SLOW_MS}msEachWay`]: fmt(cSlow) },
       takeover: { rounds: ROUNDS, cutToSweptMs: fmt(sweptMs), restoreToToldMs: fmt(toldMs), storedVsTold: outcomes },
       takeoverOfAHungTransaction: { rounds: ROUNDS, stallToSweptMs: fmt(stallSweptMs), unstallToToldMs: fmt(stallToldMs) },
     }),

@@ -44,8 +44,12 @@ export interface ChaosOptions {
   log?: (line: string) => void;
 }
 
-export type ChaosFault = "none" | "cut" | "kill" | "client" | "freeze";
-/** What CI's seed and the bench draw from; "freeze" (SIGSTOP past the TTL, then SIGCONT) on request (--faults). */
+export type ChaosFault = "none" | "cut" | "kill" | "client" | "freeze" | "slow";
+/**
+ * What CI's seed and the bench draw from; on request (--faults): "freeze" (SIGSTOP past the TTL,
+ * then SIGCONT) and "slow" (every byte of one process's database link delayed 50–250 ms each way
+ * for as long as a cut lasts: a congested or distant database).
+ */
 export const ALL_FAULTS: ReadonlyArray<ChaosFault> = ["none", "cut", "cut", "kill", "client"];
 
 export interface ChaosReport {
@@ -244,6 +248,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           proxies[victim]!.cut();
           await sleep(cutFor);
           proxies[victim]!.restore();
+        } else if (fault === "slow") {
+          const delayMs = 50 + Math.floor(random() * 200);
+          report.faults.push(`round ${round}: database link of process ${victim} slowed by ${delayMs} ms each way for ${cutFor} ms`);
+          proxies[victim]!.slow(delayMs);
+          await sleep(cutFor);
+          proxies[victim]!.slow(0);
         } else if (fault === "freeze") {
           report.faults.push(`round ${round}: process ${victim} frozen (SIGSTOP) for ${cutFor} ms`);
           const node = nodes[victim]!;

@@ -7,7 +7,8 @@
  * a transaction. Other processes, connected directly,
  * keep their database. `loseCommitAcknowledgement(marker)`: the next transaction whose statements
  * mention `marker` commits in Postgres, but the connection drops before the client hears so (the
- * client cannot tell whether it committed).
+ * client cannot tell whether it committed). `slow(ms)` delays every chunk by `ms` each way, in
+ * order (a congested or distant database: every round trip takes 2 × ms longer) until `slow(0)`.
  */
 import net from "node:net";
 
@@ -22,6 +23,7 @@ export class TcpProxy {
   private held: net.Socket[] = [];
   private commitLoss: { marker: Buffer; done: () => void } | null = null;
   private stallOn: { marker: Buffer; done: () => void } | null = null;
+  private latencyMs = 0;
 
   private constructor(
     private readonly server: net.Server,
@@ -45,10 +47,22 @@ export class TcpProxy {
       }
       // The client's statements since its last commit mention the armed marker.
       let marked = false;
+      // Chunks go out in order: none before the one forwarded ahead of it in the same direction.
+      const delayed = (to: net.Socket) => {
+        let due = 0;
+        return (chunk: Buffer) => {
+          const latency = proxy!.latencyMs;
+          if (latency <= 0 && due <= performance.now()) return void to.write(chunk);
+          due = Math.max(due, performance.now() + latency);
+          setTimeout(() => to.writable && to.write(chunk), due - performance.now());
+        };
+      };
+      const toUpstream = delayed(upstream);
+      const toClient = delayed(client);
       client.on("data", (chunk: Buffer) => {
         const loss = proxy!.commitLoss;
         if (loss && chunk.includes(loss.marker)) marked = true;
-        upstream.write(chunk);
+        toUpstream(chunk);
         const stallOn = proxy!.stallOn;
         if (stallOn && chunk.includes(stallOn.marker)) {
           proxy!.stallOn = null;
@@ -66,7 +80,7 @@ export class TcpProxy {
           return loss.done();
         }
         if (marked && chunk.includes(COMMIT_COMPLETE)) marked = false;
-        client.write(chunk);
+        toClient(chunk);
       });
       client.on("close", () => upstream.destroy());
       upstream.on("close", () => client.destroy());
@@ -95,6 +109,11 @@ export class TcpProxy {
    */
   stallWhen(marker: string): Promise<void> {
     return new Promise((done) => (this.stallOn = { marker: Buffer.from(marker), done }));
+  }
+
+  /** Every chunk, both ways, waits `ms` before it goes on (0: none; order is kept either way). */
+  slow(ms: number): void {
+    this.latencyMs = ms;
   }
 
   /** Stops every byte both ways (sockets paused: the kernel buffers fill, nothing is closed). */
