@@ -6,6 +6,8 @@ export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | unde
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => {
       reject(signal.reason);
+      // The caller already has its rejection (the abort) and is giving up on this step: the step's
+      // late failure, or a failure disposing of what it yielded late, has nobody left to go to.
       promise.then(dispose).catch(() => {});
     };
     if (signal.aborted) return onAbort();

@@ -206,7 +206,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const cluster = await joinCluster(opts, processId, signal, sandboxStatus, { db, runtime, turns, log }, async () => {
     await threadMcp.close();
     await mcp.close();
-    // The start-up error is the one to report; the team is dropped either way.
+    // The start-up error is the one to report and the team is dropped either way; what its close
+    // could not do (free this process's turn slots) it logs itself.
     await team.close().catch(() => {});
     await db.close();
     await ws?.close();

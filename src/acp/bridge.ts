@@ -150,7 +150,8 @@ export class AcpBridge {
   // ---- sessions ----------------------------------------------------------------------------
 
   private open(threadId: string, response: ThreadStartResponse, mode: ModeId, writableRoots: string[]): AcpSession {
-    this.sessions.get(threadId)?.close().catch(() => {});
+    // The session this one replaces (the editor loaded the thread again): closing it only cancels its prompt.
+    this.sessions.get(threadId)?.close().catch((err) => this.opts.log.debug({ err, threadId }, "could not close the replaced session"));
     const session = new AcpSession(
       threadId,
       { cwd: response.cwd, mode, model: response.model, modelProvider: response.modelProvider, writableRoots },
@@ -237,7 +238,11 @@ export class AcpBridge {
     const session = this.session(sessionId);
     this.sessions.delete(sessionId);
     await session.close();
-    await this.wired?.codex.request("thread/unsubscribe", { threadId: sessionId }).catch(() => {});
+    // The editor's session is closed either way; a failed unsubscribe leaves the server sending this thread's
+    // notifications, which no session takes any more, until the connection ends.
+    await this.wired?.codex
+      .request("thread/unsubscribe", { threadId: sessionId })
+      .catch((err) => this.opts.log.warn({ err, threadId: sessionId }, "could not unsubscribe from a closed session's thread"));
   }
 
   async archive(sessionId: string, archived: boolean): Promise<void> {
@@ -289,6 +294,7 @@ export class AcpBridge {
   async shutdown(): Promise<void> {
     await Promise.all([...this.sessions.values()].map((s) => s.close()));
     this.sessions.clear();
+    // An engine that failed to start was reported to the editor by every request that needed it; there is nothing to stop.
     const engine = await this.opts.engine.catch(() => null);
     await engine?.close();
   }

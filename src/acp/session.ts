@@ -113,7 +113,9 @@ export class AcpSession {
     let done!: (turn: Turn) => void;
     let fail!: (err: Error) => void;
     const ended = new Promise<Turn>((resolve, reject) => ((done = resolve), (fail = reject)));
-    ended.catch(() => {}); // lost before turn/start answered: that request's own error is the answer
+    // The connection lost before turn/start answered fails this before anything awaits it; then
+    // turn/start's own rejection is what run() throws, and this copy of the error is not needed.
+    ended.catch(() => {});
     const prompt: RunningPrompt = { turnId: null, cancelled: false, done, fail };
     this.prompt = prompt;
     const onAbort = () => void this.cancel();

@@ -176,6 +176,8 @@ export async function runExec(args: string[], io: ExecIo = processIo()): Promise
     renderer.info(`app-server exec: ${(err as Error).message}`);
     return EXIT.failed;
   } finally {
+    // The output is written and the exit code decided; a failed close (of the connection or of the
+    // embedded server) changes neither, and the process exits right after, ending whatever it left open.
     await session.close().catch(() => {});
   }
 }
@@ -225,33 +227,21 @@ async function runTurn(client: RpcClient, opts: ExecOptions, prompt: string, ren
       return;
     }
     renderer.info("interrupting the turn… (Ctrl-C again to quit now)");
-    client.request("turn/interrupt", { threadId, turnId }).catch(() => {});
+    requestInterrupt(threadId, turnId);
   };
+  // A failed interrupt leaves the turn running: say so (another Ctrl-C still quits), unless it has ended meanwhile.
+  const requestInterrupt = (threadId: string, turnId: string) =>
+    client.request("turn/interrupt", { threadId, turnId }).catch((err: Error) => {
+      if (!over) renderer.info(`app-server exec: could not interrupt the turn: ${err.message}`);
+    });
   const stopListening = io.onInterrupt(interrupt);
 
   try {
     // Always the caller's directory (or --cwd): never the server's own default.
     const cwd = path.resolve(opts.cwd ?? process.cwd());
-    const turnOverrides: Record<string, unknown> = {};
-    let settings: any;
-    if (threadId) {
-      settings = await client.request("thread/resume", { threadId, excludeTurns: true });
-      turnOverrides.cwd = cwd;
-      if (opts.approvalPolicy) turnOverrides.approvalPolicy = opts.approvalPolicy;
-      if (opts.sandbox) turnOverrides.sandboxPolicy = SANDBOXES[opts.sandbox];
-      if (opts.model) turnOverrides.model = opts.model;
-      if (opts.modelProvider) turnOverrides.modelProvider = opts.modelProvider;
-    } else {
-      settings = await client.request("thread/start", {
-        cwd,
-        ...(opts.approvalPolicy ? { approvalPolicy: opts.approvalPolicy } : {}),
-        ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
-        // With --url these choose the thread's model; the embedded server already defaults to them.
-        ...(opts.url && opts.model ? { model: opts.model } : {}),
-        ...(opts.url && opts.modelProvider ? { modelProvider: opts.modelProvider } : {}),
-      });
-      threadId = settings.thread.id as string;
-    }
+    const opened = await openThread(client, opts, cwd);
+    const { settings, turnOverrides } = opened;
+    threadId = opened.threadId;
     renderer.cwd = cwd;
     const policy = opts.approvalPolicy ?? (typeof settings.approvalPolicy === "string" ? settings.approvalPolicy : "granular");
     renderer.info(
@@ -262,13 +252,39 @@ async function runTurn(client: RpcClient, opts: ExecOptions, prompt: string, ren
     turnId = turn.id as string;
     const early = finished.get(turnId);
     if (early) settle(codeOf(early));
-    if (interrupts > 0) client.request("turn/interrupt", { threadId, turnId }).catch(() => {});
+    if (interrupts > 0) requestInterrupt(threadId, turnId);
     return await outcome;
   } finally {
     over = true; // closing the session from here on is expected, not a lost connection
     stopListening();
     approver.close();
   }
+}
+
+/**
+ * The thread the turn runs on: --thread resumed (the flags then apply to the turn, as overrides),
+ * or a new one started in `cwd` with them.
+ */
+async function openThread(client: RpcClient, opts: ExecOptions, cwd: string): Promise<{ threadId: string; settings: any; turnOverrides: Record<string, unknown> }> {
+  const turnOverrides: Record<string, unknown> = {};
+  if (opts.threadId) {
+    const settings = await client.request("thread/resume", { threadId: opts.threadId, excludeTurns: true });
+    turnOverrides.cwd = cwd;
+    if (opts.approvalPolicy) turnOverrides.approvalPolicy = opts.approvalPolicy;
+    if (opts.sandbox) turnOverrides.sandboxPolicy = SANDBOXES[opts.sandbox];
+    if (opts.model) turnOverrides.model = opts.model;
+    if (opts.modelProvider) turnOverrides.modelProvider = opts.modelProvider;
+    return { threadId: opts.threadId, settings, turnOverrides };
+  }
+  const settings: any = await client.request("thread/start", {
+    cwd,
+    ...(opts.approvalPolicy ? { approvalPolicy: opts.approvalPolicy } : {}),
+    ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
+    // With --url these choose the thread's model; the embedded server already defaults to them.
+    ...(opts.url && opts.model ? { model: opts.model } : {}),
+    ...(opts.url && opts.modelProvider ? { modelProvider: opts.modelProvider } : {}),
+  });
+  return { threadId: settings.thread.id as string, settings, turnOverrides };
 }
 
 /** Answers approval requests per --approve; `ask` prompts on the terminal, one request at a time. */
@@ -287,6 +303,7 @@ class Approver {
   decide(kind: "command" | "fileChange", p: any): Promise<{ decision: Decision }> {
     const what = kind === "command" ? `run \`${p.command ? scriptOf(p.command) : "a command"}\`${p.cwd ? ` in ${p.cwd}` : ""}` : `apply the file changes above${p.grantRoot ? ` (write access to ${p.grantRoot})` : ""}`;
     const next = this.queue.then(() => this.decideOne(what, p));
+    // `next` (returned) carries a failure to its own request; the queue only orders the questions and must not break.
     this.queue = next.catch(() => {});
     return next.then((decision) => ({ decision }));
   }

@@ -18,6 +18,7 @@ export async function homeToken(url: string, opts: { home?: string; env: NodeJS.
   }
   if (!isLoopback(host)) return undefined;
   const home = path.resolve(opts.home ?? opts.env.APP_SERVER_HOME ?? path.join(os.homedir(), ".agent-app-server"));
+  // No file (or one we cannot read): no token to send, and the server's refusal then says what is missing.
   const text = await readFile(path.join(home, AUTH_TOKEN_FILE), "utf8").catch(() => "");
   return text.trim() || undefined;
 }
@@ -30,7 +31,7 @@ export async function homeToken(url: string, opts: { home?: string; env: NodeJS.
 export async function userToken(env: NodeJS.ProcessEnv): Promise<string | undefined> {
   const config = env.XDG_CONFIG_HOME || path.join(os.homedir(), ".config");
   const file = env.APP_SERVER_TOKEN_FILE || path.join(config, "agent-app-server", "token");
-  const text = await readFile(file, "utf8").catch(() => "");
+  const text = await readFile(file, "utf8").catch(() => ""); // as above: none, and the server says so
   return text.trim() || undefined;
 }
 

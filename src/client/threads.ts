@@ -79,6 +79,8 @@ export async function runThreads(args: string[], io: ExecIo = processIo()): Prom
     io.stderr.write(`app-server threads: ${(err as Error).message}\n`);
     return EXIT.failed;
   } finally {
+    // The output is written and the exit code decided; a failed close (of the connection or of the
+    // embedded server) changes neither, and the process exits right after, ending whatever it left open.
     await session.close().catch(() => {});
   }
 }

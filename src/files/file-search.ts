@@ -40,6 +40,7 @@ export async function resolveRoots(roots: readonly string[], hidden: readonly st
   const out: SearchRoot[] = [];
   for (const given of roots) {
     if (!path.isAbsolute(given)) throw new FileSearchRootError(`root ${JSON.stringify(given)} is not an absolute path`);
+    // Any failure to resolve or look at it is this root's error below (not an existing directory).
     const real = await fs.realpath(given).catch(() => null);
     const st = real === null ? null : await fs.stat(real).catch(() => null);
     if (real === null || !st?.isDirectory()) throw new FileSearchRootError(`root ${given} is not an existing directory`);

@@ -48,6 +48,7 @@ export const MAX_IGNORE_FILE_BYTES = 1024 * 1024;
  * and without blocking, checked on the open descriptor, read up to its size.
  */
 async function readIgnoreFile(file: string): Promise<string | null> {
+  // Missing (the usual case), a symlink (ELOOP) or unreadable: no rules from this file, as for git.
   const handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
   if (handle === null) return null;
   try {
@@ -59,7 +60,7 @@ async function readIgnoreFile(file: string): Promise<string | null> {
   } catch {
     return null;
   } finally {
-    await handle.close().catch(() => {});
+    await handle.close().catch(() => {}); // a read-only handle, already read: nothing to lose on close
   }
 }
 
@@ -117,6 +118,7 @@ export async function listFiles(root: string, opts: WalkOptions): Promise<WalkRe
         queue.push({ rel: childRel, layers: rules ? [...layers, { base: childRel, rules }] : layers });
       } else if (entry.isSymbolicLink()) {
         if (ignored(layers, childRel, false)) continue;
+        // A dangling or looping link, or one whose target cannot be looked at, is simply not listed.
         const target = await fs.realpath(path.join(root, childRel)).catch(() => null);
         if (target === null || !isWithin(target, root) || opts.skip?.(target)) continue;
         const st = await fs.stat(target).catch(() => null);

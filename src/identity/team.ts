@@ -62,9 +62,11 @@ export class Team {
   /** Open connections and how to close each one's transport. */
   private readonly connections = new Map<Connection, ((code: number, reason: string) => void) | undefined>();
   private readonly expiries = new Map<Connection, NodeJS.Timeout>();
+  private readonly log: Logger;
 
   private constructor(private readonly deps: TeamDeps) {
     const log = deps.log.child({ component: "team" });
+    this.log = log;
     this.users = new UserStore(deps.sql);
     this.directory = new UserDirectory(this.users, deps.settings.jwt ? new JwtVerifier(deps.settings.jwt) : null, log, deps.settings.usersRefreshMs ?? DEFAULT_USERS_REFRESH_MS);
     this.quotaStore = new QuotaStore(deps.sql);
@@ -189,6 +191,9 @@ export class Team {
     this.directory.stop();
     for (const t of this.expiries.values()) clearTimeout(t);
     await this.quotas.flush();
-    await this.quotaStore.releaseAll(this.deps.processId()).catch(() => {});
+    // Not fatal (takeSlot frees the slots of a process whose heartbeat expired), but until then they count against their users.
+    await this.quotaStore
+      .releaseAll(this.deps.processId())
+      .catch((err) => this.log.warn({ err }, "could not release this process's turn slots: they count until its heartbeat expires"));
   }
 }

@@ -72,6 +72,8 @@ async function* streamWithIdleTimeout(provider: ModelProvider, request: ModelReq
     clearTimeout(timer);
     signal.removeEventListener("abort", forward);
     if (!inner.signal.aborted) inner.abort(); // the caller stopped early: release the request
+    // The stream's outcome (its end, the error being thrown, the caller's break) is already decided
+    // and the request aborted: the adapter's cleanup failing on top adds nothing the caller could act on.
     await iterator.return?.().catch(() => {});
   }
 }

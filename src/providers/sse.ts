@@ -52,6 +52,8 @@ export class SseReader {
   close(): void {
     if (this.ended) return;
     this.ended = true;
+    // The caller is done with this response and its outcome is already decided: a cancel that fails
+    // (a body already errored or torn down by the abort) leaves nothing more to release or report.
     this.reader.cancel().catch(() => {});
   }
 }

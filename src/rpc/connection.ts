@@ -116,6 +116,7 @@ export class Connection implements Subscriber {
 
   request(method: string, params: object) {
     const sent = this.peer.requestWithId(method, params);
+    // A reply that never came (the connection closed) reaches the caller through `sent.reply`; the guard hears only answers.
     void sent.reply.then((reply) => this.guard.serverRequestAnswered(method, params, reply, this), () => {});
     return sent;
   }

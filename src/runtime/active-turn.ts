@@ -109,7 +109,9 @@ export class ActiveTurn implements ActiveTurnHandle {
     readonly startedAtMs: number,
     readonly clientUserMessageId: string | null,
   ) {
-    this.recorded.catch(() => {}); // nobody may be waiting
+    // Often nobody waits on it (only a duplicate turn/start does, and gets the error there); the failure
+    // itself is thrown to the turn/start that hit it (TurnLifecycle.begin), so nothing is lost here.
+    this.recorded.catch(() => {});
   }
   recordedAs(view: Turn): void {
     this.resolveRecorded(view);

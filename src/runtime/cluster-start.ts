@@ -48,6 +48,7 @@ async function nodeIdOf(home: string): Promise<{ id: string | null; unlock: () =
     return { id: null, unlock: () => {} };
   }
   const file = path.join(home, "node-id");
+  // No file yet (the first start), or one that cannot be read: a new id, written below (writeFile throws if that fails too).
   let id = (await readFile(file, "utf8").catch(() => "")).trim();
   if (!id) {
     id = randomUUID();

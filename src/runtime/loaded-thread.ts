@@ -90,6 +90,7 @@ export class LoadedThread {
   enqueue<T>(step: () => Promise<T>): Promise<T> {
     this.inFlight++;
     const run = this.pipeline.then(step);
+    // `run` (returned) carries a failure to the caller; the chain only orders the steps.
     this.pipeline = run.then(
       () => undefined,
       () => undefined,
@@ -101,6 +102,7 @@ export class LoadedThread {
   inOrder<T>(tx: () => Promise<T>): Promise<T> {
     this.committing++;
     const run = this.commits.then(tx);
+    // As in enqueue: `run` carries a failure to the caller, the chain only orders.
     this.commits = run.then(
       () => undefined,
       () => undefined,

@@ -98,7 +98,7 @@ export class ThreadHistoryOps {
       let listening!: () => void;
       const ready = new Promise<void>((resolve) => (listening = resolve));
       attached = this.runtime.attach(thread, subscriber, p.afterSeq ?? null, responded, listening);
-      await Promise.race([ready, attached.then(() => {}, () => {})]);
+      await Promise.race([ready, attached.then(() => {}, () => {})]); // its failure is logged below
     }
     const turns = p.excludeTurns ? [] : await this.turnsOf(thread.id);
     attached ??= this.runtime.attach(thread, subscriber, p.afterSeq ?? null, responded);

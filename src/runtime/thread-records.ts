@@ -37,7 +37,7 @@ export function decodeCursor(text: string): ThreadCursor | null {
     )
       return c;
   } catch {
-    /* fall through */
+    /* not one of ours: null, which thread/list refuses as an invalid cursor */
   }
   return null;
 }

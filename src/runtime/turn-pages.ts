@@ -24,7 +24,7 @@ function decode(text: string, keys: string[]): Record<string, number> {
     const v = JSON.parse(Buffer.from(text, "base64url").toString("utf8"));
     if (v && typeof v === "object" && keys.every((k) => Number.isSafeInteger(v[k]))) return v;
   } catch {
-    /* fall through */
+    /* not one of ours: the CursorError below */
   }
   throw new CursorError("cursor is not a cursor returned by this method");
 }

@@ -143,6 +143,7 @@ export class TrustBoundary {
 export async function privateTmpBase(home: string, suffix: string): Promise<string> {
   const parent = path.join(home, "tmp");
   await mkdir(parent, { recursive: true, mode: 0o700 });
+  // Tidying up after dead processes is best effort: what cannot be listed or removed now is tried again at the next start.
   for (const name of await readdir(parent).catch(() => [] as string[])) {
     const pid = Number(/^(\d+)-/.exec(name)?.[1]);
     if (!Number.isSafeInteger(pid) || pid === process.pid || processAlive(pid)) continue;

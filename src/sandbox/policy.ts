@@ -79,7 +79,7 @@ async function protectedPathsOf(roots: readonly string[]): Promise<string[]> {
   for (const root of roots) {
     for (const name of PROTECTED_NAMES) {
       const p = path.join(root, name);
-      const st = await fs.lstat(p).catch(() => null);
+      const st = await fs.lstat(p).catch(() => null); // absent (or not reachable by us): nothing to protect
       if (st !== null && (st.isDirectory() || st.isFile()) && !out.includes(p)) out.push(p);
     }
   }

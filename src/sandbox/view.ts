@@ -57,7 +57,7 @@ const MAX_LINKS = 40;
 async function existingMasks(paths: readonly string[]): Promise<MaskedPath[]> {
   const out: MaskedPath[] = [];
   for (const p of paths) {
-    const st = await fs.lstat(p).catch(() => null);
+    const st = await fs.lstat(p).catch(() => null); // absent (or not reachable by us): nothing to mask
     if (st === null || st.isSymbolicLink()) continue; // a link's target is listed by its real path
     if (!out.some((m) => m.path === p)) out.push({ path: p, kind: st.isDirectory() ? "dir" : "file" });
   }

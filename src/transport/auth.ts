@@ -36,6 +36,8 @@ async function writeNew(file: string): Promise<string | null> {
     if ((err as NodeJS.ErrnoException).code === "EEXIST") return null; // another process made it first
     throw err;
   } finally {
+    // The outcome (our token, null or the error) stands either way; a temp file left behind is the
+    // owner's own 0600 file beside the token file, readable by nobody else.
     await fs.unlink(tmp).catch(() => undefined);
   }
 }

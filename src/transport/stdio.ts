@@ -61,7 +61,9 @@ export function startStdioTransport(opts: StdioTransportOptions): { close(): voi
     input.off("close", end);
     reader.end();
     // Requests written just before EOF (`cat requests.jsonl | app-server serve --listen stdio://`)
-    // are still answered: stdout stays open until they are.
+    // are still answered: stdout stays open until they are. A handling failure was logged and
+    // answered where it happened (Peer.track); a drain that rejected anyway would only end the wait
+    // early, and the connection is closed next either way.
     void Promise.resolve(peer.drain?.())
       .catch(() => {})
       .finally(() => {

@@ -21,7 +21,7 @@ function decodeSearchCursor(text: string): { value: number; id: string } | null 
     const c = (JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as { search?: { value: unknown; id: unknown } }).search;
     if (c && Number.isSafeInteger(c.value) && typeof c.id === "string") return { value: c.value as number, id: c.id };
   } catch {
-    /* fall through */
+    /* not one of ours: null, which thread/search refuses as an invalid cursor */
   }
   return null;
 }
