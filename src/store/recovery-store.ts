@@ -10,7 +10,15 @@ import type { TurnError } from "../protocol/common.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { LeaseStore } from "./lease-store.js";
 import type { ItemRecord, StoredEvent, TurnRecord } from "./records.js";
+import { storableText } from "./text.js";
 import type { ThreadStore } from "./thread-store.js";
+
+/**
+ * A JSON column's value, as the other stores write theirs (thread-store.ts, turn-store.ts): text
+ * PostgreSQL cannot store replaced (store/text.ts). The cast is sound: these are protocol objects
+ * that came from JSON and go back to it; JSONValue only lacks the index signature they do not declare.
+ */
+const json = (tx: TransactionSql, v: unknown) => tx.json(storableText(v) as JSONValue);
 
 /** An item a dead process left unfinished: the model call it belongs to, the request it waited on. */
 export type UnfinishedItem = ItemRecord & { callId: string | null; pendingRequest: unknown };
@@ -77,7 +85,7 @@ export class RecoveryStore {
       unfinishedItems: async (turnId) => await tx<UnfinishedItem[]>`
         select * from items where turn_id = ${turnId} and completed_at_ms is null order by ordinal`,
       completeItem: async (payload, status, completedAtMs) => {
-        await tx`update items set payload = ${tx.json(payload as unknown as JSONValue)}, status = ${status}, completed_at_ms = ${completedAtMs} where id = ${payload.id}`;
+        await tx`update items set payload = ${json(tx, payload)}, status = ${status}, completed_at_ms = ${completedAtMs} where id = ${payload.id}`;
       },
       reviewMarks: async (turnId) => {
         const [marks] = await tx<ReviewMarks[]>`
@@ -87,10 +95,10 @@ export class RecoveryStore {
       },
       insertCompletedItem: async (turnId, ordinal, item, atMs) => {
         await tx`insert into items (id, thread_id, turn_id, ordinal, type, status, payload, started_at_ms, completed_at_ms)
-          values (${item.id}, ${threadId}, ${turnId}, ${ordinal}, ${item.type}, 'completed', ${tx.json(item as unknown as JSONValue)}, ${atMs}, ${atMs})`;
+          values (${item.id}, ${threadId}, ${turnId}, ${ordinal}, ${item.type}, 'completed', ${json(tx, item)}, ${atMs}, ${atMs})`;
       },
       interruptTurn: async (turnId, error, completedAtMs) => {
-        await tx`update turns set status = 'interrupted', stop_reason = 'interrupted', error = ${tx.json(error as unknown as JSONValue)}, completed_at_ms = ${completedAtMs} where id = ${turnId}`;
+        await tx`update turns set status = 'interrupted', stop_reason = 'interrupted', error = ${json(tx, error)}, completed_at_ms = ${completedAtMs} where id = ${turnId}`;
       },
       appendEvents: async (seqReserved, events) => {
         await tx`update threads set seq_reserved = ${seqReserved}, system_error = false where id = ${threadId}`;
