@@ -169,89 +169,18 @@ function noRouteSchemas(): never {
 }
 
 export async function startWebSocketTransport(opts: WebSocketTransportOptions): Promise<WebSocketTransport> {
-  // Per-request logs would be noise (one WebSocket upgrade per client); warnings and errors stay.
-  // Raise the level to warn, never lower it below the configured one (e.g. silent).
-  const httpLevel = opts.log.levelVal > opts.log.levels.values.warn! ? opts.log.level : "warn";
-  const app = Fastify({
-    loggerInstance: opts.log.child(
-      { component: "http" },
-      { level: httpLevel, serializers: { req: (req: { method?: string; url?: string }) => ({ method: req.method, url: withoutToken(req.url ?? "") }) } },
-    ),
-    // No route has a JSON schema: without these factories fastify loads ajv and
-    // fast-json-stringify (~40 ms of start-up) for nothing. A route with a schema fails loudly.
-    schemaController: { compilersFactory: { buildValidator: noRouteSchemas, buildSerializer: noRouteSchemas } },
-  });
+  const app = await httpApp(opts);
   const sockets = new Set<WebSocket>();
   const queues = new Set<OutboundQueue>();
-  await app.register(websocket, {
-    options: {
-      maxPayload: opts.maxFrameBytes,
-      // No subprotocol is selected, whatever the client offers (ws would echo the first one,
-      // claiming a protocol we know nothing about). Codex's clients offer none; JSON-RPC has no
-      // registered subprotocol name. A client that insists on one sees the handshake without it.
-      handleProtocols: () => false,
-    },
-    // A client's protocol error (oversized frame → 1009, invalid UTF-8 → 1007, abrupt reset) is
-    // not a server error: ws has already sent the close code; log it briefly and drop the socket.
-    errorHandler: (err, socket) => {
-      opts.log.warn({ component: "ws", code: (err as NodeJS.ErrnoException).code, error: err.message }, "closed a websocket after a protocol error");
-      socket.terminate();
-    },
-  });
 
-  // Without a token: the DNS-rebinding check (loopbackHostAllowed) on every request — WebSocket
-  // upgrades, the playground, /healthz, /readyz, /metrics and 404s alike. Health probes leak
-  // nothing, but one rule for everything is simpler to reason about; a probe on this host uses
-  // 127.0.0.1:<port> anyway. Answered 403 with a short JSON error, before any route or JSON-RPC
-  // (403 rather than 421: this is a refusal, not a hint to retry on another connection).
-  // Added after the websocket plugin, whose own onRequest hook marks upgrades (req.ws) so that its
-  // onResponse hook closes the socket of a refused one. The port is the one actually bound (known
-  // after listen, so port 0 works); until then, refuse. With a token, the token is the protection
-  // and any Host is accepted as before.
+  // The port actually bound (known after listen, so port 0 works); until then, refuse.
   let listeningPort: number | undefined;
-  if (!opts.admission.tokenRequired) {
-    app.addHook("onRequest", async (req, reply) => {
-      if (listeningPort !== undefined && loopbackHostAllowed(req.headers.host, listeningPort)) return;
-      opts.log.warn({ component: "http", host: req.headers.host?.slice(0, 200) ?? null, remote: req.ip }, "refused a request for a non-loopback Host (no auth token set)");
-      return reply.code(403).send({ error: "host not allowed: without an auth token only loopback Host headers (localhost, 127.0.0.1, [::1]) with the server's port are accepted" });
-    });
-  }
+  if (!opts.admission.tokenRequired) refuseNonLoopbackHosts(app, opts.log, () => listeningPort);
 
-  const playground = loadPlayground();
-  const sendPlayground = (reply: FastifyReply<any, any, any, any>, name: string) => {
-    const file = playground.get(name);
-    if (!file) return reply.code(404).type("text/plain; charset=utf-8").send("the playground is not installed (public/ is missing)\n");
-    return reply
-      .type(file.type)
-      .header("cache-control", "no-cache")
-      .header("x-content-type-options", "nosniff")
-      .header("referrer-policy", "no-referrer")
-      .header("content-security-policy", PLAYGROUND_CSP)
-      .send(file.body);
-  };
-  // The page's scripts (ES modules), styles and vendored markdown-it (src/playground.ts).
-  for (const name of playground.keys()) if (name !== "index.html") app.get(`/${name}`, (_req, reply) => sendPlayground(reply, name));
-
+  const sendPlayground = playgroundRoutes(app);
   /** The principal of each admitted upgrade, until its socket handler takes it. */
   const admitted = new WeakMap<object, Principal>();
-  const refuse = (reply: FastifyReply<any, any, any, any>, a: Extract<Admitted, { ok: false }>) =>
-    a.status === 401 ? reply.code(401).header("www-authenticate", "Bearer").send({ error: a.error }) : reply.code(a.status).send({ error: a.error });
-
-  app.get("/healthz", async () => ({ status: "ok" }));
-  if (opts.metrics) {
-    const render = opts.metrics;
-    app.get("/metrics", async (req, reply) => {
-      // Every user's numbers are in it (tokens per user): for admins only.
-      const who = await opts.admission.admit(req.headers, req.url, req.socket);
-      if (!who.ok) return refuse(reply, who);
-      if (!who.principal.admin) return reply.code(403).send({ error: "metrics are for admins" });
-      return reply.type("text/plain; version=0.0.4; charset=utf-8").send(await render());
-    });
-  }
-  app.get("/readyz", async (_req, reply) => {
-    if (!opts.isReady()) return reply.code(503).send({ status: "starting" });
-    return { status: "ready" };
-  });
+  probeRoutes(app, opts);
 
   app.register(async (scope) => {
     // Refuse upgrades until the store is ready, rather than accept and fail every request.
@@ -284,61 +213,7 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
           socket.close(1011, "not admitted");
           return;
         }
-        sockets.add(socket);
-        opts.onConnectionsChanged?.(sockets.size);
-        const batch = writesPerTick(req.socket);
-        const outbound = new OutboundQueue(
-          {
-            get bufferedAmount() {
-              return Math.max(0, socket.bufferedAmount - batch.held());
-            },
-            write: (data) => {
-              if (socket.readyState !== socket.OPEN) return;
-              batch.add(data.length);
-              // Shared bytes go out as a text frame as they are (ws would send a Buffer as binary).
-              socket.send(data, TEXT_FRAME);
-            },
-            close: (code, reason) => socket.close(code, reason),
-          },
-          {
-            highWaterBytes: opts.outbound?.highWaterBytes ?? 1024 * 1024,
-            maxBufferedBytes: opts.outbound?.maxBufferedBytes ?? 32 * 1024 * 1024,
-            onCoalesced: opts.onCoalesced,
-            onOverflow: (bytes) => {
-              opts.log.warn({ component: "ws", bufferedBytes: bytes }, "closed a connection that stopped reading (outbound buffer full)");
-              opts.onOverflow?.(bytes);
-            },
-          },
-        );
-        queues.add(outbound);
-        // A notification serialised once for every connection (PreparedNotification): its bytes,
-        // and a coalescing hint only if it has to wait. Anything else: the text, as before.
-        const send: SendText = (text, message) =>
-          message instanceof PreparedNotification ? outbound.push(message.bytes, message) : outbound.push(text, message ? deltaHint(message) : undefined);
-        const peer = opts.accept(send, (code, reason) => socket.close(code, reason), { principal, remote: req.socket.remoteAddress ?? null });
-        watchSocket(socket, opts.keepalive ?? DEFAULT_KEEPALIVE, {
-          initialized: () => peer.initialized?.() ?? true,
-          onTimeout: (reason) =>
-            opts.log.warn(
-              { component: "ws", reason },
-              reason === "ping" ? "closed a connection that stopped answering pings" : "closed a connection that did not initialize in time",
-            ),
-        });
-        socket.on("message", (data, isBinary) => {
-          if (isBinary) {
-            send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: binary frames are not supported; send JSON text frames" } }));
-            return;
-          }
-          peer.receive(data.toString());
-        });
-        socket.on("error", (err) => opts.log.debug({ err }, "websocket error"));
-        socket.on("close", () => {
-          sockets.delete(socket);
-          queues.delete(outbound);
-          outbound.close();
-          opts.onConnectionsChanged?.(sockets.size);
-          peer.closed();
-        });
+        openConnection(opts, { sockets, queues }, socket, req.socket, principal);
       },
     });
   });
@@ -366,4 +241,163 @@ export async function startWebSocketTransport(opts: WebSocketTransportOptions): 
       }
     },
   };
+}
+
+/** The fastify instance with the websocket plugin registered (before any hook or route). */
+async function httpApp(opts: WebSocketTransportOptions): Promise<FastifyInstance<any, any, any, any>> {
+  // Per-request logs would be noise (one WebSocket upgrade per client); warnings and errors stay.
+  // Raise the level to warn, never lower it below the configured one (e.g. silent).
+  const httpLevel = opts.log.levelVal > opts.log.levels.values.warn! ? opts.log.level : "warn";
+  const app = Fastify({
+    loggerInstance: opts.log.child(
+      { component: "http" },
+      { level: httpLevel, serializers: { req: (req: { method?: string; url?: string }) => ({ method: req.method, url: withoutToken(req.url ?? "") }) } },
+    ),
+    // No route has a JSON schema: without these factories fastify loads ajv and
+    // fast-json-stringify (~40 ms of start-up) for nothing. A route with a schema fails loudly.
+    schemaController: { compilersFactory: { buildValidator: noRouteSchemas, buildSerializer: noRouteSchemas } },
+  });
+  await app.register(websocket, {
+    options: {
+      maxPayload: opts.maxFrameBytes,
+      // No subprotocol is selected, whatever the client offers (ws would echo the first one,
+      // claiming a protocol we know nothing about). Codex's clients offer none; JSON-RPC has no
+      // registered subprotocol name. A client that insists on one sees the handshake without it.
+      handleProtocols: () => false,
+    },
+    // A client's protocol error (oversized frame → 1009, invalid UTF-8 → 1007, abrupt reset) is
+    // not a server error: ws has already sent the close code; log it briefly and drop the socket.
+    errorHandler: (err, socket) => {
+      opts.log.warn({ component: "ws", code: (err as NodeJS.ErrnoException).code, error: err.message }, "closed a websocket after a protocol error");
+      socket.terminate();
+    },
+  });
+  return app;
+}
+
+/**
+ * Without a token: the DNS-rebinding check (loopbackHostAllowed) on every request — WebSocket
+ * upgrades, the playground, /healthz, /readyz, /metrics and 404s alike. Health probes leak
+ * nothing, but one rule for everything is simpler to reason about; a probe on this host uses
+ * 127.0.0.1:<port> anyway. Answered 403 with a short JSON error, before any route or JSON-RPC
+ * (403 rather than 421: this is a refusal, not a hint to retry on another connection).
+ * Added after the websocket plugin, whose own onRequest hook marks upgrades (req.ws) so that its
+ * onResponse hook closes the socket of a refused one. `port()` is the one actually bound
+ * (undefined until listen: then, refuse). With a token, the token is the protection and any Host
+ * is accepted as before.
+ */
+function refuseNonLoopbackHosts(app: FastifyInstance<any, any, any, any>, log: Logger, port: () => number | undefined): void {
+  app.addHook("onRequest", async (req, reply) => {
+    const listeningPort = port();
+    if (listeningPort !== undefined && loopbackHostAllowed(req.headers.host, listeningPort)) return;
+    log.warn({ component: "http", host: req.headers.host?.slice(0, 200) ?? null, remote: req.ip }, "refused a request for a non-loopback Host (no auth token set)");
+    return reply.code(403).send({ error: "host not allowed: without an auth token only loopback Host headers (localhost, 127.0.0.1, [::1]) with the server's port are accepted" });
+  });
+}
+
+type SendPlayground = (reply: FastifyReply<any, any, any, any>, name: string) => FastifyReply<any, any, any, any>;
+
+/** The page's scripts (ES modules), styles and vendored markdown-it (src/playground.ts); returns how to send a file of it. */
+function playgroundRoutes(app: FastifyInstance<any, any, any, any>): SendPlayground {
+  const playground = loadPlayground();
+  const sendPlayground: SendPlayground = (reply, name) => {
+    const file = playground.get(name);
+    if (!file) return reply.code(404).type("text/plain; charset=utf-8").send("the playground is not installed (public/ is missing)\n");
+    return reply
+      .type(file.type)
+      .header("cache-control", "no-cache")
+      .header("x-content-type-options", "nosniff")
+      .header("referrer-policy", "no-referrer")
+      .header("content-security-policy", PLAYGROUND_CSP)
+      .send(file.body);
+  };
+  for (const name of playground.keys()) if (name !== "index.html") app.get(`/${name}`, (_req, reply) => sendPlayground(reply, name));
+  return sendPlayground;
+}
+
+const refuse = (reply: FastifyReply<any, any, any, any>, a: Extract<Admitted, { ok: false }>) =>
+  a.status === 401 ? reply.code(401).header("www-authenticate", "Bearer").send({ error: a.error }) : reply.code(a.status).send({ error: a.error });
+
+/** GET /healthz, /metrics (when given) and /readyz. */
+function probeRoutes(app: FastifyInstance<any, any, any, any>, opts: WebSocketTransportOptions): void {
+  app.get("/healthz", async () => ({ status: "ok" }));
+  if (opts.metrics) {
+    const render = opts.metrics;
+    app.get("/metrics", async (req, reply) => {
+      // Every user's numbers are in it (tokens per user): for admins only.
+      const who = await opts.admission.admit(req.headers, req.url, req.socket);
+      if (!who.ok) return refuse(reply, who);
+      if (!who.principal.admin) return reply.code(403).send({ error: "metrics are for admins" });
+      return reply.type("text/plain; version=0.0.4; charset=utf-8").send(await render());
+    });
+  }
+  app.get("/readyz", async (_req, reply) => {
+    if (!opts.isReady()) return reply.code(503).send({ status: "starting" });
+    return { status: "ready" };
+  });
+}
+
+/** One admitted upgrade becomes a JSON-RPC connection: its outbound queue, keepalive, frames in and close. */
+function openConnection(
+  opts: WebSocketTransportOptions,
+  open: { sockets: Set<WebSocket>; queues: Set<OutboundQueue> },
+  socket: WebSocket,
+  raw: Socket,
+  principal: Principal,
+): void {
+  open.sockets.add(socket);
+  opts.onConnectionsChanged?.(open.sockets.size);
+  const batch = writesPerTick(raw);
+  const outbound = new OutboundQueue(
+    {
+      get bufferedAmount() {
+        return Math.max(0, socket.bufferedAmount - batch.held());
+      },
+      write: (data) => {
+        if (socket.readyState !== socket.OPEN) return;
+        batch.add(data.length);
+        // Shared bytes go out as a text frame as they are (ws would send a Buffer as binary).
+        socket.send(data, TEXT_FRAME);
+      },
+      close: (code, reason) => socket.close(code, reason),
+    },
+    {
+      highWaterBytes: opts.outbound?.highWaterBytes ?? 1024 * 1024,
+      maxBufferedBytes: opts.outbound?.maxBufferedBytes ?? 32 * 1024 * 1024,
+      onCoalesced: opts.onCoalesced,
+      onOverflow: (bytes) => {
+        opts.log.warn({ component: "ws", bufferedBytes: bytes }, "closed a connection that stopped reading (outbound buffer full)");
+        opts.onOverflow?.(bytes);
+      },
+    },
+  );
+  open.queues.add(outbound);
+  // A notification serialised once for every connection (PreparedNotification): its bytes,
+  // and a coalescing hint only if it has to wait. Anything else: the text, as before.
+  const send: SendText = (text, message) =>
+    message instanceof PreparedNotification ? outbound.push(message.bytes, message) : outbound.push(text, message ? deltaHint(message) : undefined);
+  const peer = opts.accept(send, (code, reason) => socket.close(code, reason), { principal, remote: raw.remoteAddress ?? null });
+  watchSocket(socket, opts.keepalive ?? DEFAULT_KEEPALIVE, {
+    initialized: () => peer.initialized?.() ?? true,
+    onTimeout: (reason) =>
+      opts.log.warn(
+        { component: "ws", reason },
+        reason === "ping" ? "closed a connection that stopped answering pings" : "closed a connection that did not initialize in time",
+      ),
+  });
+  socket.on("message", (data, isBinary) => {
+    if (isBinary) {
+      send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: binary frames are not supported; send JSON text frames" } }));
+      return;
+    }
+    peer.receive(data.toString());
+  });
+  socket.on("error", (err) => opts.log.debug({ err }, "websocket error"));
+  socket.on("close", () => {
+    open.sockets.delete(socket);
+    open.queues.delete(outbound);
+    outbound.close();
+    opts.onConnectionsChanged?.(open.sockets.size);
+    peer.closed();
+  });
 }
