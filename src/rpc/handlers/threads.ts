@@ -78,6 +78,13 @@ function threadConfigOrInvalid(config: Record<string, unknown> | null | undefine
 }
 
 export function registerThreadHandlers(conn: Connection, app: AppContext): void {
+  registerRecordHandlers(conn, app);
+  registerHistoryHandlers(conn, app);
+  registerSearchHandler(conn, app);
+}
+
+/** Threads as records: start, read, list, archive, name, which are loaded, unsubscribe. */
+function registerRecordHandlers(conn: Connection, app: AppContext): void {
   const { runtime } = app;
 
   conn.handle("thread/start", async (p, { connection, responded }) => {
@@ -144,6 +151,13 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     return { data, nextCursor: more ? data[data.length - 1]! : null };
   });
 
+  conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
+}
+
+/** A thread's turns and history: resume, pages of turns and items, fork, compact, shell command, rollback, events. */
+function registerHistoryHandlers(conn: Connection, app: AppContext): void {
+  const { runtime } = app;
+
   conn.handle("thread/resume", (p, { connection, responded }) =>
     guardTurns(async () => {
       const current = (await runtime.getRecord(p.threadId)).sandbox;
@@ -203,8 +217,11 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
       return { data, nextAfterSeq: data.length === p.limit ? data[data.length - 1]!.seq : null };
     }),
   );
+}
 
-  // Our extension: full-text search with snippets (src/store/thread-search.ts).
+/** Our extension: full-text search with snippets (src/store/thread-search.ts). */
+function registerSearchHandler(conn: Connection, app: AppContext): void {
+  const { runtime } = app;
   conn.handle("thread/search", async (p, { connection }) => {
     const cursor = p.cursor ? decodeSearchCursor(p.cursor) : null;
     if (p.cursor && !cursor) throw invalidParams("Invalid params: cursor is not a cursor returned by thread/search");
@@ -221,6 +238,4 @@ export function registerThreadHandlers(conn: Connection, app: AppContext): void 
     if (p.searchTerm !== undefined) return { data: rows.map((r) => ({ thread: r.thread, snippet: r.snippet?.text ?? "" })), nextCursor, backwardsCursor: null };
     return { data: rows, nextCursor };
   });
-
-  conn.handle("thread/unsubscribe", (p, { connection }) => ({ status: runtime.unsubscribe(p.threadId, connection) }));
 }
