@@ -264,40 +264,8 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   const modelProvider = values["model-provider"] ?? env.APP_SERVER_MODEL_PROVIDER ?? "openai";
   if (!(modelProvider in DEFAULT_MODELS))
     throw new ConfigError(`unknown model provider: ${modelProvider} (expected ${Object.keys(DEFAULT_MODELS).join(", ")})`);
-  const home = path.resolve(values.home ?? env.APP_SERVER_HOME ?? path.join(os.homedir(), ".agent-app-server"));
-  const homeSource = values.home !== undefined ? "--home" : env.APP_SERVER_HOME !== undefined ? "APP_SERVER_HOME" : "the home directory";
-  let homeStat;
-  try {
-    homeStat = statSync(home);
-  } catch {
-    homeStat = undefined; // created at start
-  }
-  if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
-  const workspace = values.workspace ?? env.APP_SERVER_WORKSPACE;
-  const workspaceSource = values.workspace !== undefined ? "--workspace" : "APP_SERVER_WORKSPACE";
-  let workspaceStat;
-  try {
-    workspaceStat = workspace === undefined ? undefined : statSync(workspace);
-  } catch {
-    workspaceStat = undefined; // created at start
-  }
-  if (workspaceStat && !workspaceStat.isDirectory()) throw new ConfigError(`${workspaceSource} ${workspace} is not a directory`);
-  const secretFiles: string[] = [];
-  let databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
-  if (databaseUrl === undefined && env.DATABASE_URL_FILE) {
-    databaseUrl = readSecret(env.DATABASE_URL_FILE, "DATABASE_URL_FILE");
-    secretFiles.push(path.resolve(env.DATABASE_URL_FILE));
-  }
-  const urlSource = values["database-url"] !== undefined ? "--database-url" : env.DATABASE_URL ? "DATABASE_URL" : "DATABASE_URL_FILE";
-  if (databaseUrl !== undefined) checkDatabaseUrl(databaseUrl, urlSource);
-  if (env.DATABASE_PASSWORD_FILE) {
-    // The password goes into the URL here, percent-encoded: any characters work.
-    if (databaseUrl === undefined) throw new ConfigError("DATABASE_PASSWORD_FILE needs a database URL (--database-url or DATABASE_URL)");
-    const u = new URL(databaseUrl);
-    u.password = encodeURIComponent(readSecret(env.DATABASE_PASSWORD_FILE, "DATABASE_PASSWORD_FILE"));
-    databaseUrl = u.toString();
-    secretFiles.push(path.resolve(env.DATABASE_PASSWORD_FILE));
-  }
+  const { home, workspace } = homeAndWorkspace(values, env);
+  const { databaseUrl, secretFiles } = databaseUrlOf(values, env);
   const maxFrame = values["max-frame-bytes"] ?? env.APP_SERVER_MAX_FRAME_BYTES;
   const maxFrameBytes = maxFrame === undefined ? DEFAULT_MAX_FRAME_BYTES : Number(maxFrame);
   if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1024) throw new ConfigError(`invalid max frame size: ${maxFrame}`);
@@ -323,11 +291,64 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
       }).filter(([, v]) => v !== undefined),
     ),
   };
+  storageAndCommandSettings(config, values, env);
+  if (secretFiles.length > 0) config.secretFiles = secretFiles;
+  authAndLimitSettings(config, values, env);
+  checkListenAndTeam(config, values, env);
+  return config;
+}
+
+/** The home (must be a directory if it exists) and the workspace, if one is set (likewise). */
+function homeAndWorkspace(values: ServeValues, env: NodeJS.ProcessEnv): { home: string; workspace: string | undefined } {
+  const home = path.resolve(values.home ?? env.APP_SERVER_HOME ?? path.join(os.homedir(), ".agent-app-server"));
+  const homeSource = values.home !== undefined ? "--home" : env.APP_SERVER_HOME !== undefined ? "APP_SERVER_HOME" : "the home directory";
+  let homeStat;
+  try {
+    homeStat = statSync(home);
+  } catch {
+    homeStat = undefined; // created at start
+  }
+  if (homeStat && !homeStat.isDirectory()) throw new ConfigError(`${homeSource} ${home} is not a directory`);
+  const workspace = values.workspace ?? env.APP_SERVER_WORKSPACE;
+  const workspaceSource = values.workspace !== undefined ? "--workspace" : "APP_SERVER_WORKSPACE";
+  let workspaceStat;
+  try {
+    workspaceStat = workspace === undefined ? undefined : statSync(workspace);
+  } catch {
+    workspaceStat = undefined; // created at start
+  }
+  if (workspaceStat && !workspaceStat.isDirectory()) throw new ConfigError(`${workspaceSource} ${workspace} is not a directory`);
+  return { home, workspace };
+}
+
+/** The database URL (from a flag, a variable or a secret file, with a password file folded in) and the secret files read. */
+function databaseUrlOf(values: ServeValues, env: NodeJS.ProcessEnv): { databaseUrl: string | undefined; secretFiles: string[] } {
+  const secretFiles: string[] = [];
+  let databaseUrl = values["database-url"] ?? (env.DATABASE_URL || undefined);
+  if (databaseUrl === undefined && env.DATABASE_URL_FILE) {
+    databaseUrl = readSecret(env.DATABASE_URL_FILE, "DATABASE_URL_FILE");
+    secretFiles.push(path.resolve(env.DATABASE_URL_FILE));
+  }
+  const urlSource = values["database-url"] !== undefined ? "--database-url" : env.DATABASE_URL ? "DATABASE_URL" : "DATABASE_URL_FILE";
+  if (databaseUrl !== undefined) checkDatabaseUrl(databaseUrl, urlSource);
+  if (env.DATABASE_PASSWORD_FILE) {
+    // The password goes into the URL here, percent-encoded: any characters work.
+    if (databaseUrl === undefined) throw new ConfigError("DATABASE_PASSWORD_FILE needs a database URL (--database-url or DATABASE_URL)");
+    const u = new URL(databaseUrl);
+    u.password = encodeURIComponent(readSecret(env.DATABASE_PASSWORD_FILE, "DATABASE_PASSWORD_FILE"));
+    databaseUrl = u.toString();
+    secretFiles.push(path.resolve(env.DATABASE_PASSWORD_FILE));
+  }
+  return { databaseUrl, secretFiles };
+}
+
+/** The database schema, bwrap, MCP config and command environment names. */
+function storageAndCommandSettings(config: ServerConfig, values: ServeValues, env: NodeJS.ProcessEnv): void {
   const schema = values["database-schema"] ?? env.APP_SERVER_DATABASE_SCHEMA;
   if (schema !== undefined) {
     const source = values["database-schema"] !== undefined ? "--database-schema" : "APP_SERVER_DATABASE_SCHEMA";
     if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) throw new ConfigError(`invalid ${source}: ${schema} (expected letters, digits and _, not starting with a digit)`);
-    if (!databaseUrl) throw new ConfigError(`${source} needs a PostgreSQL database (--database-url or DATABASE_URL)`);
+    if (!config.databaseUrl) throw new ConfigError(`${source} needs a PostgreSQL database (--database-url or DATABASE_URL)`);
     config.databaseSchema = schema;
   }
   const bwrap = values.bwrap ?? env.APP_SERVER_BWRAP;
@@ -339,7 +360,10 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   for (const name of config.commandEnv) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(name)) throw new ConfigError(`invalid command environment name: ${name} (expected NAME or PREFIX*)`);
   }
-  if (secretFiles.length > 0) config.secretFiles = secretFiles;
+}
+
+/** The auth mode, command limits, shared /tmp, patch size, auth token and allowed origins. */
+function authAndLimitSettings(config: ServerConfig, values: ServeValues, env: NodeJS.ProcessEnv): void {
   const auth = values.auth ?? env.APP_SERVER_AUTH;
   if (auth !== undefined) {
     if (!(AUTH_MODES as readonly string[]).includes(auth))
@@ -370,6 +394,10 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   for (const origin of config.allowedOrigins!) {
     if (!/^https?:\/\/[^/]+$/.test(origin)) throw new ConfigError(`invalid allowed origin: ${origin} (expected scheme://host[:port])`);
   }
+}
+
+/** The listen address (with workers, and no non-loopback listening without auth) and the team settings. */
+function checkListenAndTeam(config: ServerConfig, values: ServeValues, env: NodeJS.ProcessEnv): void {
   let listen: Listen;
   try {
     listen = parseListen(config.listen);
@@ -382,7 +410,7 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
     const source = values.workers !== undefined ? "--workers" : "APP_SERVER_WORKERS";
     config.workers = parseWorkers(workers, source);
     if (listen.kind === "stdio") throw new ConfigError(`${source} needs a WebSocket --listen: stdio is one client on one process`);
-    if (!databaseUrl)
+    if (!config.databaseUrl)
       throw new ConfigError(`${source} needs PostgreSQL (--database-url or DATABASE_URL): the embedded PGlite database belongs to one process`);
   }
   if (listen.kind === "ws" && !isLoopback(listen.host) && config.auth === "none" && !config.authToken && !config.insecureNoAuth)
@@ -393,7 +421,6 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
   const team = teamSettings(values, env);
   if (Object.keys(team.quotas ?? {}).length || team.stdioUser || team.jwt || team.usersRefreshMs) config.team = team;
   if (team.stdioUser && listen.kind !== "stdio") throw new ConfigError(`${values.user !== undefined ? "--user" : "APP_SERVER_USER"} is for stdio (over WebSocket the client's token says who it is)`);
-  return config;
 }
 
 type ServeValues = ReturnType<typeof parseArgs<{ options: typeof SERVE_OPTIONS }>>["values"];
