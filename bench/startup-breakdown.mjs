@@ -31,6 +31,8 @@ const ws = await startWebSocketTransport({
   log,
   isReady: () => true,
   accept: () => ({ receive() {}, closed() {} }),
+  // The transport asks who a client is (src/identity/admission.ts); nobody connects here.
+  admission: { tokenRequired: false, admit: async () => ({ principal: null }) },
 });
 mark("Fastify() + register websocket + listen");
 const db = await openDatabase({ databaseUrl: process.argv[2] });
