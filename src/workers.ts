@@ -253,105 +253,124 @@ export function stopWhenPrimaryGone(stop: (reason: string) => void): void {
  * gives the line printed once every worker listens (serve's, with the playground's address).
  */
 export function runPrimary(count: number, log: Logger, banner: (url: string) => string | null = listeningBanner): Promise<number> {
-  const workers = new Map<number, WorkerEntry>();
-  const serverMetrics = new ServerMetrics(workers, metricsTimeoutMs(process.env), log);
-  const restarts: number[] = [];
-  let stopping = false;
-  let started = false;
-  let exitCode = 0;
-  let resolveDone!: (code: number) => void;
-  const done = new Promise<number>((r) => (resolveDone = r));
+  const primary = new Primary(count, log, banner);
+  cluster.on("exit", (worker, code, signal) => primary.exited(worker, code, signal));
+  // Kept after the first (stopAll runs once): under npm start one Ctrl-C arrives twice.
+  process.on("SIGTERM", () => primary.stopAll("SIGTERM", 0));
+  process.on("SIGINT", () => primary.stopAll("SIGINT", 0));
+  log.info({ workers: count }, "starting workers");
+  for (let i = 1; i <= count; i++) primary.fork(i);
+  return primary.done;
+}
 
-  const fork = (index: number) => {
+/** The primary's workers: forked, answered, restarted (bounded) and stopped. */
+class Primary {
+  private readonly workers = new Map<number, WorkerEntry>();
+  private readonly serverMetrics: ServerMetrics;
+  private readonly restarts: number[] = [];
+  private stopping = false;
+  private started = false;
+  private exitCode = 0;
+  private resolveDone!: (code: number) => void;
+  readonly done = new Promise<number>((r) => (this.resolveDone = r));
+
+  constructor(
+    private readonly count: number,
+    private readonly log: Logger,
+    private readonly banner: (url: string) => string | null,
+  ) {
+    this.serverMetrics = new ServerMetrics(this.workers, metricsTimeoutMs(process.env), log);
+  }
+
+  fork(index: number): void {
     // The worker runs this same command line (cluster re-executes process.argv); APP_SERVER_WORKER
     // numbers it in its log lines.
     const worker = cluster.fork({ APP_SERVER_WORKER: String(index) });
-    workers.set(worker.id, { worker, index, ready: false });
+    this.workers.set(worker.id, { worker, index, ready: false });
     worker.on("message", (m: unknown) => {
-      if (isScrape(m)) {
-        const reply = (message: ScrapedMessage) => {
-          try {
-            worker.send(message, undefined, () => {}); // a worker gone meanwhile: nobody to answer
-          } catch {
-            // Same: the channel closed.
-          }
-        };
-        serverMetrics.scrape(worker.id, m.own).then(
-          (text) => reply({ type: "app-server:metrics-scraped", id: m.id, text }),
-          (err: unknown) => {
-            log.error({ err, worker: index }, "could not aggregate the workers' metrics");
-            reply({ type: "app-server:metrics-scraped", id: m.id, error: String(err) });
-          },
-        );
-        return;
-      }
-      if (isAnswer(m)) return serverMetrics.answered(worker.id, m);
-      if (!isReady(m)) return;
-      const w = workers.get(worker.id);
-      if (!w) return;
-      w.ready = true;
-      log.info({ worker: index, workerPid: worker.process.pid }, "worker ready");
-      if (!started && [...workers.values()].filter((x) => x.ready).length === count) {
-        started = true;
-        log.info({ url: m.url, workers: count }, "listening");
-        const line = banner(m.url);
-        if (line) process.stdout.write(line);
-      }
+      if (isScrape(m)) return this.answerScrape(worker, index, m);
+      if (isAnswer(m)) return this.serverMetrics.answered(worker.id, m);
+      if (isReady(m)) this.ready(worker, index, m.url);
     });
-  };
+  }
 
-  const stopAll = (reason: string, code: number) => {
-    if (stopping) return;
-    stopping = true;
-    exitCode = code;
-    log.info({ reason, workers: workers.size }, "shutting down");
-    if (workers.size === 0) return resolveDone(exitCode);
-    for (const { worker } of workers.values()) {
+  private answerScrape(worker: Worker, index: number, m: ScrapeMessage): void {
+    const reply = (message: ScrapedMessage) => {
+      try {
+        worker.send(message, undefined, () => {}); // a worker gone meanwhile: nobody to answer
+      } catch {
+        // Same: the channel closed.
+      }
+    };
+    this.serverMetrics.scrape(worker.id, m.own).then(
+      (text) => reply({ type: "app-server:metrics-scraped", id: m.id, text }),
+      (err: unknown) => {
+        this.log.error({ err, worker: index }, "could not aggregate the workers' metrics");
+        reply({ type: "app-server:metrics-scraped", id: m.id, error: String(err) });
+      },
+    );
+  }
+
+  private ready(worker: Worker, index: number, url: string): void {
+    const w = this.workers.get(worker.id);
+    if (!w) return;
+    w.ready = true;
+    this.log.info({ worker: index, workerPid: worker.process.pid }, "worker ready");
+    if (!this.started && [...this.workers.values()].filter((x) => x.ready).length === this.count) {
+      this.started = true;
+      this.log.info({ url, workers: this.count }, "listening");
+      const line = this.banner(url);
+      if (line) process.stdout.write(line);
+    }
+  }
+
+  stopAll(reason: string, code: number): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.exitCode = code;
+    this.log.info({ reason, workers: this.workers.size }, "shutting down");
+    if (this.workers.size === 0) return this.resolveDone(this.exitCode);
+    for (const { worker } of this.workers.values()) {
       worker.process.kill("SIGTERM");
       const timer = setTimeout(() => worker.process.kill("SIGKILL"), STOP_TIMEOUT_MS);
       timer.unref();
       worker.once("exit", () => clearTimeout(timer));
     }
-  };
+  }
 
-  cluster.on("exit", (worker, code, signal) => {
-    const w = workers.get(worker.id);
-    workers.delete(worker.id);
-    serverMetrics.exited(worker.id);
+  exited(worker: Worker, code: number, signal: string): void {
+    const log = this.log;
+    const w = this.workers.get(worker.id);
+    this.workers.delete(worker.id);
+    this.serverMetrics.exited(worker.id);
     if (!w) return;
-    if (stopping) {
+    if (this.stopping) {
       // A worker that could not stop cleanly makes the whole stop unclean.
-      if (code !== 0 && exitCode === 0) exitCode = 1;
+      if (code !== 0 && this.exitCode === 0) this.exitCode = 1;
       log.info({ worker: w.index, workerPid: worker.process.pid, code, signal }, "worker stopped");
-      if (workers.size === 0) {
+      if (this.workers.size === 0) {
         log.info({}, "stopped");
-        resolveDone(exitCode);
+        this.resolveDone(this.exitCode);
       }
       return;
     }
-    if (!w.ready && !started) {
+    if (!w.ready && !this.started) {
       // A worker that dies before it ever served: configuration or database problem, which the
       // others would hit too (its own log lines say what failed).
       log.error({ worker: w.index, workerPid: worker.process.pid, code, signal }, "a worker could not start");
-      stopAll("a worker could not start", 1);
+      this.stopAll("a worker could not start", 1);
       return;
     }
+    const restarts = this.restarts;
     const now = Date.now();
     while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
     if (restarts.length >= MAX_RESTARTS) {
       log.error({ worker: w.index, workerPid: worker.process.pid, code, signal, restarts: restarts.length, windowMs: RESTART_WINDOW_MS }, "worker exited again: too many restarts, stopping");
-      stopAll("too many worker restarts", 1);
+      this.stopAll("too many worker restarts", 1);
       return;
     }
     restarts.push(now);
     log.warn({ worker: w.index, workerPid: worker.process.pid, code, signal, restart: restarts.length, of: MAX_RESTARTS }, "worker exited unexpectedly: restarting it");
-    fork(w.index);
-  });
-
-  // Kept after the first (stopAll runs once): under npm start one Ctrl-C arrives twice.
-  process.on("SIGTERM", () => stopAll("SIGTERM", 0));
-  process.on("SIGINT", () => stopAll("SIGINT", 0));
-  log.info({ workers: count }, "starting workers");
-  for (let i = 1; i <= count; i++) fork(i);
-  return done;
+    this.fork(w.index);
+  }
 }
