@@ -246,34 +246,7 @@ async function serve(args: string[]): Promise<number> {
     if (!worker.isWorkerProcess()) return worker.runPrimary(config.workers, log, (url) => workersBanner(url, config));
     log = log.child({ worker: Number(process.env.APP_SERVER_WORKER) || undefined });
   }
-  let stopping = false;
-  let server: RunningServer | undefined;
-  // A signal during start-up stops the start-up: startServer unwinds and closes what it opened.
-  const startup = new AbortController();
-  let resolveDone!: (code: number) => void;
-  const done = new Promise<number>((r) => (resolveDone = r));
-  const stop = async (reason: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ reason }, "shutting down");
-    if (!server) {
-      startup.abort(new Error(`stopped during start-up (${reason})`));
-      // Nothing should take this long (a database connection is abandoned at once); if something
-      // does, the process still ends.
-      setTimeout(() => {
-        log.warn({ deadlineMs: STARTUP_STOP_DEADLINE_MS }, "start-up did not stop in time: exiting");
-        process.exit(1);
-      }, STARTUP_STOP_DEADLINE_MS).unref();
-      return;
-    }
-    try {
-      await server.close();
-      resolveDone(0);
-    } catch (err) {
-      log.error({ err }, "shutdown failed");
-      resolveDone(1);
-    }
-  };
+  const { stop, startup, done, running } = serveStopper(log);
   // Before anything is logged: a signal that finds no handler kills the process on the spot, and
   // whoever watches the log may signal as soon as the first line appears. Kept after the first:
   // under `npm start` one Ctrl-C arrives twice (the terminal signals npm and the server, and npm
@@ -309,7 +282,8 @@ async function serve(args: string[]): Promise<number> {
     await started.close();
     return 0;
   }
-  server = started;
+  const server = started;
+  running(server);
   if (worker) {
     worker.notifyReady(server.url);
     worker.stopWhenPrimaryGone((reason) => void stop(reason));
@@ -319,6 +293,42 @@ async function serve(args: string[]): Promise<number> {
   }
   log.info({ cwd: server.app.defaultCwd }, `new threads run in ${server.app.defaultCwd} unless the client sends a cwd`);
   return done;
+}
+
+/**
+ * How `serve` stops, once: a signal during start-up aborts the start-up (`startup`: startServer
+ * unwinds and closes what it opened); once `running`, it closes the server and `done` resolves to
+ * the exit code.
+ */
+function serveStopper(log: Logger): { stop(reason: string): Promise<void>; startup: AbortController; done: Promise<number>; running(server: RunningServer): void } {
+  let stopping = false;
+  let server: RunningServer | undefined;
+  const startup = new AbortController();
+  let resolveDone!: (code: number) => void;
+  const done = new Promise<number>((r) => (resolveDone = r));
+  const stop = async (reason: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason }, "shutting down");
+    if (!server) {
+      startup.abort(new Error(`stopped during start-up (${reason})`));
+      // Nothing should take this long (a database connection is abandoned at once); if something
+      // does, the process still ends.
+      setTimeout(() => {
+        log.warn({ deadlineMs: STARTUP_STOP_DEADLINE_MS }, "start-up did not stop in time: exiting");
+        process.exit(1);
+      }, STARTUP_STOP_DEADLINE_MS).unref();
+      return;
+    }
+    try {
+      await server.close();
+      resolveDone(0);
+    } catch (err) {
+      log.error({ err }, "shutdown failed");
+      resolveDone(1);
+    }
+  };
+  return { stop, startup, done, running: (s) => void (server = s) };
 }
 
 /** Where the server keeps the token it generated, or null when one was configured. */
