@@ -33,6 +33,9 @@ export interface SoakMinute {
   minute: number;
   loops: number;
   p50: Record<Op, number>;
+  /** p99 and max over this minute's thread/* calls (a stall of the one database session shows here). */
+  callsP99: number;
+  callsMax: number;
   /** Server CPU ms per loop during this minute. */
   cpuMsPerLoop: number;
   rssMB: number;
@@ -135,9 +138,12 @@ async function loop(ctx: BenchContext, b: Backend, srv: ServerProcess, mock: Ben
       }
       const cpu = procCpuSeconds(srv.pid) - cpu0;
       const mem = procMemory(srv.pid);
+      const calls = summarize(SOAK_OPS.filter((o) => o.startsWith("thread/")).flatMap((o) => s[o]));
       const row: SoakMinute = {
         minute: firstMinute + m,
         loops,
+        callsP99: calls.p99,
+        callsMax: calls.max,
         p50: Object.fromEntries(SOAK_OPS.map((o) => [o, summarize(s[o]).p50])) as Record<Op, number>,
         cpuMsPerLoop: loops ? (cpu * 1000) / loops : NaN,
         rssMB: mem.rssMB,
@@ -147,7 +153,7 @@ async function loop(ctx: BenchContext, b: Backend, srv: ServerProcess, mock: Ben
       ctx.log(
         `soak ${b.name}${run.label ? ` (${run.label})` : ""} minute ${row.minute}: ${loops} loops, ` +
           SOAK_OPS.map((o) => `${o} ${fmtMs(row.p50[o])}`).join(", ") +
-          `, CPU ${row.cpuMsPerLoop.toFixed(0)} ms/loop, RSS ${row.rssMB.toFixed(0)} MiB, load ${row.load1.toFixed(1)}`,
+          `, calls p99 ${fmtMs(row.callsP99)} max ${fmtMs(row.callsMax)}, CPU ${row.cpuMsPerLoop.toFixed(0)} ms/loop, RSS ${row.rssMB.toFixed(0)} MiB, load ${row.load1.toFixed(1)}`,
       );
     }
   } finally {
@@ -163,6 +169,8 @@ export function soakTables(): FactTable[] {
       `${m.minute}`,
       `${m.loops}`,
       ...SOAK_OPS.map((o) => fmtMs(m.p50[o])),
+      fmtMs(m.callsP99),
+      fmtMs(m.callsMax),
       m.cpuMsPerLoop.toFixed(0),
       m.rssMB.toFixed(0),
       m.load1.toFixed(1),
@@ -175,6 +183,8 @@ export function soakTables(): FactTable[] {
         `ratio ${last.minute}/${first.minute}`,
         "",
         ...SOAK_OPS.map((o) => `${(last.p50[o] / first.p50[o]).toFixed(2)}×`),
+        "",
+        "",
         `${(last.cpuMsPerLoop / first.cpuMsPerLoop).toFixed(2)}×`,
         "",
         "",
@@ -183,7 +193,7 @@ export function soakTables(): FactTable[] {
     if (r.errors) notes.push(`${r.errors} loops failed`);
     out.push({
       title: `Soak, ${r.backend}${r.label ? ` (${r.label})` : ""}: p50 ms per minute of a steady loop (one connection, sequential)`,
-      columns: ["minute", "loops", ...SOAK_OPS, "server CPU ms/loop", "RSS MiB", "load 1-min"],
+      columns: ["minute", "loops", ...SOAK_OPS, "thread/* calls p99", "max", "server CPU ms/loop", "RSS MiB", "load 1-min"],
       rows,
       notes,
     });

@@ -254,22 +254,25 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
 }
 
 /** How often the embedded database's tables are checked for growth since their last ANALYZE. */
-export const PGLITE_ANALYZE_CHECK_MS = 30_000;
+export const PGLITE_ANALYZE_CHECK_MS = 10_000;
 
 /**
  * PGlite's stand-in for autovacuum's ANALYZE (issue 33 item 5). PGlite runs no autovacuum, so
  * nothing refreshed the planner's statistics while the server ran (it analyzes once, 1 s after
  * start: src/server.ts). postgres.js prepares every statement, and from its 6th execution on
- * Postgres keeps a generic plan, made from the statistics and table sizes of that moment, until
- * something invalidates it: plans made while a home's tables were small stayed for the life of
- * the process while the tables grew, and a steady loop of thread/start, turns, fork, resume,
- * read and list slowed ~2× within 7 minutes (server CPU per loop +45 %) until a restart; with
- * plan_cache_mode=force_custom_plan it did not (bench/RESULTS.md, "Soak").
+ * Postgres keeps a generic plan, made from the statistics of that moment, until something
+ * invalidates it: on a new home, plans made for one-page tables (seq scans of turns, items,
+ * model_messages) stayed for the life of the process while the tables grew, and a steady loop of
+ * thread/start, turns, fork, resume, read and list slowed 3× within 7 minutes (server CPU per loop
+ * +51 %) until a restart (bench/RESULTS.md, "Issue 33 item 5").
  *
- * Every PGLITE_ANALYZE_CHECK_MS this analyzes the tables of the current schema that grew by more
- * than 10 % + 8 pages since their last ANALYZE (autovacuum's rule is 10 % + 50 changed rows; size
- * is what made the old plans wrong, and it needs no statistics collector), which also makes the
- * cached plans that read them replan. Returns the stop function.
+ * Every PGLITE_ANALYZE_CHECK_MS this analyzes the table of the current schema that grew most, if
+ * it grew by more than 10 % + 8 pages since its last ANALYZE (autovacuum's rule is 10 % + 50
+ * changed rows; size is what made the old plans wrong, and it needs no statistics collector). The
+ * ANALYZE makes the cached plans that read it replan. It holds the only session meanwhile: one
+ * table at a time keeps most of these stalls short (10–340 ms in the soak, under load 6–10; the
+ * worst, threads with its expression indexes, 0.85 s), where all grown tables at once took
+ * 0.1–0.6 s every time. Returns the stop function.
  */
 function analyzeGrowingTables(sql: Sql, opts: OpenDatabaseOptions): () => void {
   let running = false;
@@ -282,7 +285,9 @@ function analyzeGrowingTables(sql: Sql, opts: OpenDatabaseOptions): () => void {
         select format('%I.%I', n.nspname, c.relname) as name
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where c.relkind = 'r' and n.nspname = current_schema()
-          and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(c.relpages, 0) * 1.1 + 8`;
+          and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(c.relpages, 0) * 1.1 + 8
+        order by pg_relation_size(c.oid)::float8 / (greatest(c.relpages, 0) + 8) desc
+        limit 1`;
       if (grown.length) await sql.unsafe(`analyze ${grown.map((g) => g.name).join(", ")}`);
     })()
       // Closing ends the connection under a check in progress: not worth a warning.
