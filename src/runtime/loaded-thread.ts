@@ -65,14 +65,12 @@ export class LoadedThread {
     for (const [s, after] of this.liveAfter) if (after < 0) this.liveAfter.set(s, seq);
   }
   /** Serialises publication (and steps that must see it, e.g. attach) so notifications leave in `seq` order. */
-  private pipeline: Promise<void> = Promise.resolve();
-  private inFlight = 0;
+  private readonly pipeline = new SerialQueue();
   /**
    * Serialises the recording transactions in stamp order, apart from `pipeline`: the stream of a
    * turn goes on (its deltas queue for publication) while an item/started it announced commits.
    */
-  private commits: Promise<void> = Promise.resolve();
-  private committing = 0;
+  private readonly commits = new SerialQueue();
 
   constructor(
     public record: ThreadRecord,
@@ -88,26 +86,12 @@ export class LoadedThread {
 
   /** Runs `step` after every earlier step of this thread; the chain never breaks on failure. */
   enqueue<T>(step: () => Promise<T>): Promise<T> {
-    this.inFlight++;
-    const run = this.pipeline.then(step);
-    // `run` (returned) carries a failure to the caller; the chain only orders the steps.
-    this.pipeline = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run.finally(() => this.inFlight--);
+    return this.pipeline.run(step);
   }
 
   /** Runs a recording transaction after every earlier one of this thread (failures do not break the chain). */
   inOrder<T>(tx: () => Promise<T>): Promise<T> {
-    this.committing++;
-    const run = this.commits.then(tx);
-    // As in enqueue: `run` carries a failure to the caller, the chain only orders.
-    this.commits = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run.finally(() => this.committing--);
+    return this.commits.run(tx);
   }
 
   /**
@@ -122,16 +106,35 @@ export class LoadedThread {
 
   /** Settles once every transaction queued so far has settled. */
   committed(): Promise<void> {
-    return this.commits;
+    return this.commits.settled;
   }
 
   /** Nothing waits to be published (a delta may go out at once). */
   get idle(): boolean {
-    return this.inFlight === 0;
+    return this.pipeline.size === 0;
   }
 
   /** Steps and transactions queued or running (a release step checks it is the last one). */
   get queued(): number {
-    return this.inFlight + this.committing;
+    return this.pipeline.size + this.commits.size;
+  }
+}
+
+/** Runs its steps one after another, in the order given; a failed step fails only its caller. */
+class SerialQueue {
+  /** Settles once every step queued so far has settled. */
+  settled: Promise<void> = Promise.resolve();
+  /** Steps queued or running. */
+  size = 0;
+
+  run<T>(step: () => Promise<T>): Promise<T> {
+    this.size++;
+    const run = this.settled.then(step);
+    // `run` (returned) carries a failure to the caller; the chain only orders the steps.
+    this.settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run.finally(() => this.size--);
   }
 }
