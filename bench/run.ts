@@ -7,7 +7,7 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos,soak
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos,soak,memory
  *                               (chaos: bench/cluster-chaos.ts, three seeds of 20 rounds on Postgres;
  *                               --quick: one seed of 5)
  *                               phases/groups to run (default all); turns, durability and load each
@@ -28,6 +28,10 @@
  *   --ref=COMMIT                bench a commit instead of the working tree: `git archive` into a temp
  *                               dir (node_modules symlinked), built there; src/ edits in progress don't matter
  *   --no-write                  do not append to bench/RESULTS.md
+ *   --baseline=REF              first run the same phases on REF (a child `bench/run.ts --ref=REF`), then
+ *                               this tree: issue 33's table is printed with before and after columns
+ *                               (`--only=ready,turns,memory,search,soak` gives every row of it)
+ *   --json=FILE                 write issue 33's rows as JSON to FILE (what --baseline reads back)
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -47,6 +51,8 @@ import { groupSandbox } from "./groups/sandbox.js";
 import { groupMcp } from "./groups/mcp.js";
 import { groupPaging, PAGED_CALLS, PAGING_SIZES } from "./groups/paging.js";
 import { groupSoak, soakTables, soakVerdicts } from "./groups/soak.js";
+import { groupMemory } from "./groups/memory.js";
+import { ISSUE33_PHASES, issue33Markdown, issue33Rows, issue33Text, type TargetRow } from "./lib/issue33-table.js";
 import { killAllSpawned, procMemory, spawnServer, timeCommand } from "./lib/proc.js";
 import {
   countThreads,
@@ -78,8 +84,8 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos", "soak"];
-const GROUPS = ["turns", "durability", "paging", "load", "soak"] as const;
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos", "soak", "memory"];
+const GROUPS = ["turns", "durability", "paging", "load", "soak", "memory"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
 const SIZES = list("sizes", ["10000", "100000"]).map(Number);
@@ -90,6 +96,9 @@ const SOAK_MINUTES = Number(opt("minutes") ?? (QUICK ? 1 : 3));
 const SOAK_ENV = Object.fromEntries(list("soak-env", []).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
 /** --ref=COMMIT: bench that commit (git archive into a temp dir) instead of the working tree. */
 const REF = opt("ref");
+/** --baseline=REF: the same phases on REF first, for issue 33's before/after table. */
+const BASELINE = opt("baseline");
+const JSON_OUT = opt("json");
 /** REF resolved once, at start: the branch may move while the bench runs. */
 let refCommit: string | undefined;
 let cleanupApp: (() => Promise<void>) | null = null;
@@ -653,6 +662,7 @@ function markdown(facts: Record<string, string>, load: { before: string; after: 
       `Load average (1/5/15 min) before ${load.before}, after ${load.after}, highest 1-min value seen ${maxLoad1.toFixed(2)}: the 2 cores are shared with other work (tests may have been running), so treat single numbers as noisy.`,
     "",
   );
+  if (ISSUE33_PHASES.some((p) => PHASES.has(p))) md.push(...issue33Markdown(issue33Rows(latency, memory), baselineRows, baselineLabel), "");
   md.push("| target | measured | |", "|---|---|---|");
   for (const v of verdicts()) md.push(`| ${v.target} | ${v.measured} | ${v.met === null ? "–" : v.met ? "met" : "**missed**"} |`);
   md.push("", "Codex 0.171 on this machine, for comparison: ready 200–570 ms, thread/start 46 ms.", "");
@@ -681,7 +691,30 @@ function markdown(facts: Record<string, string>, load: { before: string; after: 
 /** What is benched, as of the start of the run (the branch may move while the bench runs). */
 let benchedCommit = "?";
 
+/** Issue 33's rows of the --baseline run (null without one). */
+let baselineRows: TargetRow[] | null = null;
+let baselineLabel = "";
+
+/** --baseline: the same command on REF in a child process, its issue 33 rows read back. */
+async function runBaseline(ref: string): Promise<void> {
+  const out = path.join(await mkdtemp(path.join(os.tmpdir(), "aas-bench-baseline-")), "rows.json");
+  const args = argv.filter((a) => !/^--(baseline|ref|json)=/.test(a) && a !== "--no-write");
+  log(`baseline: the same phases on ${ref} first`);
+  try {
+    execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args, `--ref=${ref}`, `--json=${out}`, "--no-write"], { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] });
+  } catch {
+    errors.push(`baseline run on ${ref} failed (its output is above); its column may be incomplete`);
+  }
+  if (existsSync(out)) {
+    const parsed = JSON.parse(await readFile(out, "utf8")) as { commit: string; rows: TargetRow[] };
+    baselineRows = parsed.rows;
+    baselineLabel = parsed.commit;
+  }
+  await rm(path.dirname(out), { recursive: true, force: true });
+}
+
 async function main(): Promise<void> {
+  if (BASELINE) await runBaseline(BASELINE);
   const loadBefore = loadavg();
   if (!REF) {
     try {
@@ -748,7 +781,7 @@ async function main(): Promise<void> {
         notes.push("load: run on Postgres only (PGlite: pass --load-pglite).");
         continue;
       }
-      runs.push([g, (b) => (g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : g === "soak" ? groupSoak(ctx, b, { minutes: SOAK_MINUTES, env: SOAK_ENV, label: Object.keys(SOAK_ENV).length ? list("soak-env", []).join(" ") : "", restartMinute: flag("soak-restart") }) : groupLoad(ctx, b))]);
+      runs.push([g, (b) => (g === "memory" ? groupMemory(ctx, b) : g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : g === "soak" ? groupSoak(ctx, b, { minutes: SOAK_MINUTES, env: SOAK_ENV, label: Object.keys(SOAK_ENV).length ? list("soak-env", []).join(" ") : "", restartMinute: flag("soak-restart") }) : groupLoad(ctx, b))]);
     }
     for (const [label, run] of runs) {
       const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();
@@ -777,6 +810,9 @@ async function main(): Promise<void> {
   const wallS = (performance.now() - T0) / 1000;
   process.stdout.write(`\n${textTable()}\n\nTargets:\n`);
   for (const v of verdicts()) process.stdout.write(`  ${v.met === null ? "–     " : v.met ? "met   " : "MISSED"}  ${v.target}: ${v.measured}\n`);
+  const rows33 = issue33Rows(latency, memory);
+  if (ISSUE33_PHASES.some((p) => PHASES.has(p))) process.stdout.write(`\n${issue33Text(rows33, baselineRows, baselineLabel).join("\n")}\n`);
+  if (JSON_OUT) await writeFile(JSON_OUT, JSON.stringify({ commit: benchedCommit, rows: rows33 }));
   for (const t of allTables()) {
     process.stdout.write(`\n${t.title}:\n  ${t.columns.join(" | ")}\n`);
     for (const r of t.rows) process.stdout.write(`  ${r.join(" | ")}\n`);
