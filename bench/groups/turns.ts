@@ -202,6 +202,7 @@ async function deltaLatency(ctx: BenchContext, b: Backend, srv: ServerProcess, m
       ctx.latency.push({ backend: b.name, metric: `· ${n} stream${n > 1 ? "s" : ""}: first delta of each turn (waits for item/started to commit)`, s: summarize(first) });
       ctx.latency.push({ backend: b.name, metric: `· ${n} stream${n > 1 ? "s" : ""}: all later deltas`, s: summarize(rest) });
       ctx.log(`${b.name} delta latency @${n}: p50 ${fmtMs(s.p50)} p99 ${fmtMs(s.p99)} ms (${agg.deltas} deltas, ${agg.failed} failed, server CPU ${agg.cpuS.toFixed(1)} s in ${(agg.wallMs / 1000).toFixed(1)} s)`);
+      if (n > 1 && agg.deltas > 0) await cpuPerDelta(ctx, b, srv, mock, slots.slice(0, n), agg);
     }
     const m = procMemory(srv.pid);
     ctx.memory.push({ backend: b.name, metric: `RSS after ${max} connections × 1 thread, streaming rounds`, rss: summarize([m.rssMB]), hwm: summarize([m.hwmMB]) });
@@ -209,6 +210,46 @@ async function deltaLatency(ctx: BenchContext, b: Backend, srv: ServerProcess, m
     await pool(clients, 50, (c) => c.close());
   }
 }
+
+/**
+ * Server CPU per streamed delta at `streams` concurrent streams (issue 33 item 1): the round's
+ * server CPU (/proc utime + stime, robust to other load on the machine) over the deltas it
+ * delivered. That figure carries each turn's fixed cost (turn/start, its transactions,
+ * turn/completed) spread over its 50 deltas, so a second round of the same turns with
+ * SHORT_CHUNKS chunks each separates the two: marginal CPU per delta = the CPU the extra deltas
+ * added / their number, and fixed CPU per turn = what is left of the short round.
+ */
+const SHORT_CHUNKS = 5;
+
+async function cpuPerDelta(ctx: BenchContext, b: Backend, srv: ServerProcess, mock: BenchMock, slots: StreamSlot[], full: StreamRow) {
+  const n = slots.length;
+  const short = await streamRound(mock, srv.pid, slots, { ...STREAM, chunks: SHORT_CHUNKS, timeoutMs: 120_000 });
+  for (const e of short.errors) ctx.errors.push(`${b.name} ${n} streams (${SHORT_CHUNKS} chunks): ${e}`);
+  const perDeltaUs = (full.cpuS * 1e6) / full.deltas;
+  const extra = full.deltas - short.deltas;
+  const marginalUs = extra > 0 ? ((full.cpuS - short.cpuS) * 1e6) / extra : NaN;
+  const perTurnFixedMs = ((short.cpuS - (marginalUs / 1e6) * short.deltas) * 1000) / Math.max(1, short.results.length);
+  cpuRows.push({ backend: b.name, streams: n, deltas: full.deltas, cpuS: full.cpuS, perDeltaUs, shortDeltas: short.deltas, shortCpuS: short.cpuS, marginalUs, perTurnFixedMs });
+  const row = (metric: string, v: number) => ctx.latency.push({ backend: b.name, metric, s: summarize([v]), note: "µs, not ms" });
+  row(`server CPU per delta: ${n} concurrent`, perDeltaUs);
+  row(`· server CPU per delta, marginal (${STREAM.chunks} − ${SHORT_CHUNKS} chunk rounds): ${n} concurrent`, marginalUs);
+  ctx.log(
+    `${b.name} server CPU per delta @${n}: ${perDeltaUs.toFixed(0)} µs (${full.cpuS.toFixed(2)} s / ${full.deltas}); ${SHORT_CHUNKS}-chunk round ${short.cpuS.toFixed(2)} s / ${short.deltas} deltas → marginal ${marginalUs.toFixed(0)} µs per delta, ${perTurnFixedMs.toFixed(2)} ms per turn besides (profile window ${short.window})`,
+  );
+}
+
+export interface CpuRow {
+  backend: string;
+  streams: number;
+  deltas: number;
+  cpuS: number;
+  perDeltaUs: number;
+  shortDeltas: number;
+  shortCpuS: number;
+  marginalUs: number;
+  perTurnFixedMs: number;
+}
+export const cpuRows: CpuRow[] = [];
 
 // ---- (c) RSS per loaded thread --------------------------------------------------------------
 
@@ -391,6 +432,21 @@ export function turnsTables(): FactTable[] {
       notes: [
         "Starting the turns = first turn/start sent → the last model request reached the mock (the streams begin only then). Delivered rate = deltas / (gates opened → last turn/completed). CPU = over the whole round incl. starting the turns.",
       ],
+    });
+  if (cpuRows.length)
+    out.push({
+      title: `Server CPU per streamed delta (/proc utime + stime of the server over a round; a second round of the same turns with ${SHORT_CHUNKS} chunks each separates each turn's fixed cost from the deltas)`,
+      columns: ["backend", "concurrent streams", `${STREAM.chunks}-chunk round: CPU / deltas`, "CPU per delta (µs)", `${SHORT_CHUNKS}-chunk round: CPU / deltas`, "marginal CPU per delta (µs)", "fixed CPU per turn besides (ms)"],
+      rows: cpuRows.map((r) => [
+        r.backend,
+        String(r.streams),
+        `${r.cpuS.toFixed(2)} s / ${r.deltas}`,
+        r.perDeltaUs.toFixed(0),
+        `${r.shortCpuS.toFixed(2)} s / ${r.shortDeltas}`,
+        r.marginalUs.toFixed(0),
+        r.perTurnFixedMs.toFixed(2),
+      ]),
+      notes: ["CPU per delta = the 50-chunk round's server CPU / its deltas (each turn's start, transactions and end included); marginal = (CPU of the 50-chunk round − CPU of the short round) / (their difference in deltas)."],
     });
   if (rssRows.length)
     out.push({
