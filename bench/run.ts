@@ -7,7 +7,7 @@
  * appended to bench/RESULTS.md.
  *
  * Options:
- *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos,soak,memory
+ *   --only=ready,sandbox,mcp,threads,list,turns,durability,paging,load,chaos,soak,memory,search
  *                               (chaos: bench/cluster-chaos.ts, three seeds of 20 rounds on Postgres;
  *                               --quick: one seed of 5)
  *                               phases/groups to run (default all); turns, durability and load each
@@ -50,6 +50,7 @@ import { groupLoad, loadFacts, loadTables } from "./groups/load.js";
 import { groupSandbox } from "./groups/sandbox.js";
 import { groupMcp } from "./groups/mcp.js";
 import { groupPaging, PAGED_CALLS, PAGING_SIZES } from "./groups/paging.js";
+import { groupSearch } from "./groups/search.js";
 import { groupSoak, soakTables, soakVerdicts } from "./groups/soak.js";
 import { groupMemory } from "./groups/memory.js";
 import { ISSUE33_PHASES, issue33Markdown, issue33Rows, issue33Text, type TargetRow } from "./lib/issue33-table.js";
@@ -84,8 +85,8 @@ const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slic
 const flag = (name: string) => argv.includes(`--${name}`);
 const list = (name: string, def: string[]) => (opt(name) ? opt(name)!.split(",").map((s) => s.trim()).filter(Boolean) : def);
 
-const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos", "soak", "memory"];
-const GROUPS = ["turns", "durability", "paging", "load", "soak", "memory"] as const;
+const ALL_PHASES = ["ready", "sandbox", "mcp", "threads", "list", "turns", "durability", "paging", "load", "chaos", "soak", "memory", "search"];
+const GROUPS = ["turns", "durability", "paging", "load", "soak", "memory", "search"] as const;
 const PHASES = new Set(list("only", ALL_PHASES));
 const BACKENDS = list("backend", ["postgres", "pglite"]) as ("postgres" | "pglite")[];
 const SIZES = list("sizes", ["10000", "100000"]).map(Number);
@@ -781,7 +782,7 @@ async function main(): Promise<void> {
         notes.push("load: run on Postgres only (PGlite: pass --load-pglite).");
         continue;
       }
-      runs.push([g, (b) => (g === "memory" ? groupMemory(ctx, b) : g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : g === "soak" ? groupSoak(ctx, b, { minutes: SOAK_MINUTES, env: SOAK_ENV, label: Object.keys(SOAK_ENV).length ? list("soak-env", []).join(" ") : "", restartMinute: flag("soak-restart") }) : groupLoad(ctx, b))]);
+      runs.push([g, (b) => (g === "memory" ? groupMemory(ctx, b) : g === "turns" ? groupTurns(ctx, b) : g === "durability" ? groupDurability(ctx, b) : g === "paging" ? groupPaging(ctx, b) : g === "search" ? groupSearch(ctx, b) : g === "soak" ? groupSoak(ctx, b, { minutes: SOAK_MINUTES, env: SOAK_ENV, label: Object.keys(SOAK_ENV).length ? list("soak-env", []).join(" ") : "", restartMinute: flag("soak-restart") }) : groupLoad(ctx, b))]);
     }
     for (const [label, run] of runs) {
       const b = name === "postgres" ? await postgresBackend() : await pgliteBackend();
