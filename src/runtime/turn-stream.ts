@@ -37,7 +37,17 @@ export class TurnStream {
     private readonly recorder: ItemRecorder,
   ) {}
 
-  async onLoopEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> {
+  /**
+   * A streamed delta takes the synchronous path (issue 33 item 1: no promise, microtask or
+   * closure per delta beyond the loop's own await); every other event, or a delta behind a held
+   * record, goes through onOtherEvent.
+   */
+  onLoopEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> | void {
+    if (e.type === "stream" && !turn.deferred) return this.onStream(thread, turn, e.event);
+    return this.onOtherEvent(thread, turn, e);
+  }
+
+  private async onOtherEvent(thread: LoadedThread, turn: ActiveTurn, e: LoopEvent): Promise<void> {
     // The loop went on after a message without tool calls (steering, a reminder): its record first.
     if (turn.deferred) await this.flushDeferred(thread, turn);
     switch (e.type) {
@@ -98,13 +108,18 @@ export class TurnStream {
     await this.deps.runtime.commit(thread, [], write);
   }
 
-  private async onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> {
+  /** Synchronous unless earlier reasoning blocks have to be completed first (once per block). */
+  private onStream(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" }>): Promise<void> | void {
     // Tool-call blocks come last and have no item until the tool runs: text before them is only
     // complete once the whole message is (a cut stream must not leave a completed partial answer).
     if (ev.type === "toolCallStart" || ev.type === "toolCallDelta") return;
     // An item/started that could not be recorded fails the turn.
-    if (turn.recordError) throw turn.recordError;
-    await this.completeEarlierBlocks(thread, turn, ev.index);
+    if (turn.recordError) return Promise.reject(turn.recordError);
+    if (openReasoningBefore(turn, ev.index)) return this.completeEarlierBlocks(thread, turn, ev.index).then(() => this.publishDelta(thread, turn, ev));
+    this.publishDelta(thread, turn, ev);
+  }
+
+  private publishDelta(thread: LoadedThread, turn: ActiveTurn, ev: Exclude<ProviderStreamEvent, { type: "done" | "toolCallStart" | "toolCallDelta" }>): void {
     const kind = ev.type === "textDelta" ? "agentMessage" : "reasoning";
     let item = turn.streaming.get(ev.index);
     if (!item) {
@@ -156,7 +171,6 @@ export class TurnStream {
    */
   private async completeEarlierBlocks(thread: LoadedThread, turn: ActiveTurn, index: number): Promise<void> {
     const earlier = [...turn.streaming].filter(([i, item]) => i < index && item.kind === "reasoning" && !item.done).map(([, item]) => item);
-    if (earlier.length === 0) return;
     const finished = await this.announced(earlier);
     if (turn.recordError) throw turn.recordError;
     const now = Date.now();
@@ -259,6 +273,12 @@ export class TurnStream {
     }
     await runtime.commit(thread, events, write);
   }
+}
+
+/** Whether a reasoning block before `index` is still open (completeEarlierBlocks has work), without allocating. */
+function openReasoningBefore(turn: ActiveTurn, index: number): boolean {
+  for (const [i, item] of turn.streaming) if (i < index && item.kind === "reasoning" && !item.done) return true;
+  return false;
 }
 
 /** The text of a refused or filtered answer as the user sees it: what arrived, visibly marked incomplete. */
