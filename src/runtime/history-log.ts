@@ -1,28 +1,43 @@
 /**
  * A loaded thread's history log in memory: loaded once (with its fork ancestry) and appended as the
  * thread runs. Entries are staged — applied in memory at once, ordinals claimed synchronously — and
- * the write that stores them goes into the caller's transaction.
+ * the write that stores them goes into the caller's transaction. What is in memory is bounded by a
+ * HistoryBudget: an idle thread's log may be dropped and is then loaded again on next use.
  */
 import type { Transaction } from "../store/transaction.js";
 import type { Message } from "../agent/messages.js";
 import type { HistoryEntry } from "../store/history-entry.js";
 import type { ThreadStore } from "../store/thread-store.js";
 import type { TurnStore } from "../store/turn-store.js";
+import type { HistoryBudget } from "./history-budget.js";
 import { modelContext } from "./history.js";
 import type { LoadedThread } from "./loaded-thread.js";
 
 export class HistoryLog {
+  /** Loads in flight: two callers of `ensure` share one (a second load finishing later would overwrite what the first caller staged). */
+  private readonly loading = new WeakMap<LoadedThread, Promise<void>>();
+
   constructor(
     private readonly turns: TurnStore,
     private readonly threads: ThreadStore,
+    private readonly budget: HistoryBudget | null = null,
   ) {}
 
-  /** Loads the thread's log, context and counters unless they are loaded. */
+  /** Loads the thread's log, context and counters unless they are loaded; the thread counts as just used. */
   async ensure(thread: LoadedThread): Promise<void> {
-    if (thread.entries) {
-      thread.history ??= modelContext(thread.entries);
-      return;
+    while (!thread.entries) {
+      let load = this.loading.get(thread);
+      if (!load) {
+        load = this.load(thread).finally(() => this.loading.delete(thread));
+        this.loading.set(thread, load);
+      }
+      await load;
     }
+    this.budget?.touch(thread);
+    thread.history ??= modelContext(thread.entries);
+  }
+
+  private async load(thread: LoadedThread): Promise<void> {
     const [entries, messageCount, ownTurns, lastInputTokens, started] = await Promise.all([
       this.turns.historyEntries(thread.id),
       this.turns.countModelMessages(thread.id),
@@ -39,6 +54,7 @@ export class HistoryLog {
     thread.lastInputTokens = lastInputTokens;
     // A fork's own turns are numbered after the parent turns it inherited.
     thread.turnCount = (thread.record.forkTurnCount ?? 0) + ownTurns;
+    this.budget?.loaded(thread);
   }
 
   /**
@@ -58,6 +74,7 @@ export class HistoryLog {
     thread.messageCount += entries.length;
     thread.entries!.push(...entries);
     thread.history = null; // replayed from the log when next needed: the log is the one copy
+    this.budget?.grew(thread, entries);
     return (tx) => this.turns.appendHistory(tx, thread.id, entries.map((entry, i) => ({ ordinal: first + i, turnId, entry })));
   }
 }

@@ -72,6 +72,7 @@ export class LoadedThreads {
     if (thread.subscribers.size > 0 || thread.attaching.size > 0 || thread.activeTurn !== null || loaded.get(thread.id) !== thread) return;
     if (unrecorded?.has(thread.id)) return; // its seq counter is the only exact one until then
     loaded.delete(thread.id);
+    this.ctx.historyBudget?.forget(thread);
     cluster?.unfollow(thread);
     this.leases.releaseIfIdle(thread);
     // Its history is garbage now; if it was big, have V8 give the memory back once idle.
@@ -91,6 +92,7 @@ export class LoadedThreads {
     const { loaded, cluster, store, log } = this.ctx;
     const ephemeral = [...loaded.values()].filter((t) => t.record.ephemeral && t.createdHere).map((t) => t.id);
     loaded.clear();
+    this.ctx.historyBudget?.clear();
     await store.deleteThreads(ephemeral, cluster?.leases.processId).catch((err) => log.warn({ err }, "could not delete ephemeral threads"));
   }
 }

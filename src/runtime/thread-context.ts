@@ -5,6 +5,7 @@
  */
 import type { ThreadStore } from "../store/thread-store.js";
 import type { ClusterLinks } from "./cluster.js";
+import type { HistoryBudget } from "./history-budget.js";
 import type { LoadedThread } from "./loaded-thread.js";
 import type { RuntimeLogger } from "./thread-types.js";
 import type { UnrecordedEnds } from "./unrecorded.js";
@@ -18,6 +19,8 @@ export interface ThreadContext {
   cluster: ClusterLinks | null;
   /** Turn endings told to clients while the database was away, recorded when it is back (unrecorded.ts). */
   unrecorded: UnrecordedEnds | null;
+  /** Bounds the loaded threads' histories in memory (history-budget.ts; set by the server), or null: unbounded. */
+  historyBudget: HistoryBudget | null;
   /** Observes record-before-publish transaction times (metrics). */
   onCommit?: (seconds: number) => void;
 }

@@ -31,6 +31,7 @@ import { ThreadLeases } from "./thread-leases.js";
 import { ThreadRecords, type ThreadListResult } from "./thread-records.js";
 import type { RuntimeLogger, Subscriber, ThreadDefaults, ThreadEvent } from "./thread-types.js";
 import type { UnrecordedEnds } from "./unrecorded.js";
+import type { HistoryBudget } from "./history-budget.js";
 
 // For callers outside runtime/ (rpc, server, tests), which import these from here.
 export { LoadedThread } from "./loaded-thread.js";
@@ -46,6 +47,8 @@ export class ThreadRuntime implements ThreadContext {
   cluster: ClusterLinks | null = null;
   /** Turn endings told to clients while the database was away, recorded when it is back (unrecorded.ts). */
   unrecorded: UnrecordedEnds | null = null;
+  /** Bounds the loaded threads' histories in memory (history-budget.ts; set by the server), or null: unbounded. */
+  historyBudget: HistoryBudget | null = null;
 
   private readonly leases: ThreadLeases;
   private readonly events: EventLog;
