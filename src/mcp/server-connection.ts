@@ -15,25 +15,21 @@
  * fails at once with why ("MCP server X is restarting …: reason"); a call during a start attempt
  * waits for that attempt; a call in flight when the server dies fails with the reason it died.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import {
-  ElicitRequestSchema,
-  ErrorCode,
-  McpError,
-  LoggingMessageNotificationSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type ElicitRequest,
-  type ElicitResult,
-  type LoggingLevel,
-  type Progress,
-  type ReadResourceResult,
-  type Resource,
-  type ResourceTemplate,
-  type Tool,
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type {
+  CallToolResult,
+  ElicitRequest,
+  ElicitResult,
+  LoggingLevel,
+  Progress,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplate,
+  Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import { VERSION } from "../version.js";
 import type { McpServerConfig } from "./config.js";
+import { loadMcpSdk, type McpSdk } from "./sdk.js";
 import { connectTransport, type TransportDeps } from "./transport.js";
 
 /** A ready server failed to list its resources or resource templates (for a status call). */
@@ -87,6 +83,8 @@ export class McpServerConnection {
   /** When the supervisor tries again (epoch ms), while failed. */
   retryAt: number | null = null;
   private client: Client | null = null;
+  /** Set by the first start attempt (the SDK is loaded on first use). */
+  private sdk: McpSdk | null = null;
   private attempt: Promise<void> | null = null;
   /** The start attempt under way: close() aborts it and closes its client (its process dies with it). */
   private starting: { client: Client; abort: AbortController } | null = null;
@@ -195,6 +193,8 @@ export class McpServerConnection {
           // A server written before templates existed answers "method not found": it has none.
           // Any other failure is the server's, and is reported.
           (err: unknown) => {
+            // A ready client means the SDK is loaded (connect() loaded it first).
+            const { McpError, ErrorCode } = this.sdk!.types;
             if (err instanceof McpError && err.code === ErrorCode.MethodNotFound) return [];
             throw err;
           },
@@ -239,7 +239,17 @@ export class McpServerConnection {
   private async connect(generation: number): Promise<void> {
     this.stderrTail = "";
     this.setState("starting");
-    const client = this.newClient();
+    let sdk: McpSdk;
+    let client: Client;
+    try {
+      // The SDK is loaded by the first start (src/mcp/sdk.ts); a failure is this attempt's reason.
+      sdk = this.sdk = await loadMcpSdk();
+      client = this.newClient(sdk);
+    } catch (err) {
+      if (generation === this.generation) this.down((err as Error).message);
+      return;
+    }
+    if (generation !== this.generation) return; // stopped while the SDK loaded
     const starting = { client, abort: new AbortController() };
     this.starting = starting;
     let timer: NodeJS.Timeout | undefined;
@@ -248,7 +258,7 @@ export class McpServerConnection {
     try {
       tools = await Promise.race([
         (async () => {
-          pid = await connectTransport(client, this.config, this.deps, (text) => this.onStderr(text), starting.abort.signal);
+          pid = await connectTransport(sdk, client, this.config, this.deps, (text) => this.onStderr(text), starting.abort.signal);
           return listAllTools(client);
         })(),
         new Promise<never>((_, reject) => {
@@ -288,7 +298,8 @@ export class McpServerConnection {
     if (changed) this.deps.onToolsChanged(this.name);
   }
 
-  private newClient(): Client {
+  private newClient(sdk: McpSdk): Client {
+    const { Client, ToolListChangedNotificationSchema, LoggingMessageNotificationSchema, ElicitRequestSchema } = { ...sdk, ...sdk.types };
     const client = new Client({ name: "agent-app-server", version: VERSION }, { capabilities: { elicitation: {} } });
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       if (this.client !== client) return;

@@ -14,14 +14,12 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Logger } from "../log.js";
 import { policyOfMode, resolveSandbox, type ResolvedSandbox } from "../sandbox/policy.js";
 import type { CommandRunner } from "../sandbox/runner.js";
 import type { McpServerConfig, StdioServerConfig } from "./config.js";
+import type { McpSdk } from "./sdk.js";
 
 export interface TransportDeps {
   runner: CommandRunner;
@@ -34,14 +32,17 @@ export interface TransportDeps {
  * Connects `client` to the server `c` (the MCP handshake included); `onStderr` gets what a stdio
  * server writes to stderr, from its first byte (a server that fails to start says why there).
  * Returns the pid of the spawned process (bwrap's, for a sandboxed server), null over HTTP.
+ * `sdk` is the MCP SDK, loaded on first use (./sdk.ts).
  */
 export async function connectTransport(
+  sdk: McpSdk,
   client: Client,
   c: McpServerConfig,
   deps: TransportDeps,
   onStderr: (text: string) => void,
   signal?: AbortSignal,
 ): Promise<number | null> {
+  const { SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport } = sdk;
   if (c.kind === "http") {
     try {
       await client.connect(new StreamableHTTPClientTransport(new URL(c.url), { requestInit: { headers: c.headers } }));
