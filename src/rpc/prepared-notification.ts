@@ -8,10 +8,12 @@
  */
 import type { SharedNotification } from "../runtime/threads.js";
 import { deltaHint, type CoalesceHint } from "../transport/outbound.js";
+import { textFrame, type TextFrame } from "../transport/ws-frame.js";
 
 export class PreparedNotification {
   private msg: Record<string, unknown> | undefined;
   private json: string | undefined;
+  private framed: TextFrame | undefined;
   private buf: Buffer | undefined;
   private hint: CoalesceHint | null | undefined;
 
@@ -30,9 +32,16 @@ export class PreparedNotification {
     return (this.json ??= JSON.stringify(this.message));
   }
 
-  /** UTF-8 of `text`, written as is by every WebSocket that sends it. */
+  /** UTF-8 of `text` (a view into `frame`: encoded once). */
   get bytes(): Buffer {
-    return (this.buf ??= Buffer.from(this.text));
+    if (this.buf) return this.buf;
+    const f = (this.framed ??= textFrame(this.text));
+    return (this.buf = f.frame.subarray(f.payloadOffset));
+  }
+
+  /** `text` as one WebSocket text frame, header included, written as is by every WebSocket that sends it. */
+  get frame(): Buffer {
+    return (this.framed ??= textFrame(this.text)).frame;
   }
 
   /** For a connection that has to queue it (src/transport/outbound.ts): may it merge with the one before? */

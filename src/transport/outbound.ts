@@ -11,8 +11,12 @@
 export interface OutboundSink {
   /** Bytes accepted but not yet written to the network. */
   readonly bufferedAmount: number;
-  /** One message: its text, or its UTF-8 bytes (a notification serialised once for many sockets). */
-  write(data: string | Buffer): void;
+  /**
+   * One message: its text, or its UTF-8 bytes (a notification serialised once for many sockets).
+   * `source`: what the message was pushed with, when it is sent as pushed (not merged), so a
+   * sink may write a form of it prepared once for every connection (a WebSocket frame).
+   */
+  write(data: string | Buffer, source?: HintSource): void;
   close(code: number, reason: string): void;
 }
 
@@ -46,6 +50,8 @@ interface Entry {
   hint?: CoalesceHint;
   /** Merged delta texts, joined once when the entry is sent (merging stays linear). */
   parts?: string[];
+  /** What it was pushed with (dropped once merged). */
+  source?: HintSource;
 }
 
 export const OVERFLOW_CLOSE_CODE = 1013;
@@ -71,23 +77,25 @@ export class OutboundQueue {
   /** `text`: the message as text or UTF-8 bytes (sizes count its length either way). */
   push(text: string | Buffer, hintOrSource?: CoalesceHint | HintSource): void {
     if (this.closed) return;
+    const source = hintOrSource && "coalesceHint" in hintOrSource ? hintOrSource : undefined;
     if (this.queue.length === 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
-      this.sink.write(text);
+      this.sink.write(text, source);
       return;
     }
-    const hint = hintOrSource && "coalesceHint" in hintOrSource ? hintOrSource.coalesceHint() : hintOrSource;
+    const hint = source ? source.coalesceHint() : (hintOrSource as CoalesceHint | undefined);
     const tail = this.queue[this.queue.length - 1];
     if (hint && tail?.hint && tail.hint.key === hint.key) {
       tail.parts ??= [tail.hint.message.params.delta];
       tail.parts.push(hint.message.params.delta);
       tail.hint = { key: hint.key, message: { ...hint.message, emittedAtMs: tail.hint.message.emittedAtMs ?? hint.message.emittedAtMs } };
       delete tail.text;
+      delete tail.source;
       tail.bytes += hint.message.params.delta.length;
       this.queuedBytes += hint.message.params.delta.length;
       this.coalesced++;
       this.opts.onCoalesced?.();
     } else {
-      this.queue.push({ text, bytes: text.length, ...(hint ? { hint } : {}) });
+      this.queue.push({ text, bytes: text.length, ...(hint ? { hint } : {}), ...(source ? { source } : {}) });
       this.queuedBytes += text.length;
     }
     // Only what waits here counts: the socket itself never holds much more than the high-water
@@ -130,7 +138,8 @@ export class OutboundQueue {
     while (!this.closed && this.queue.length > 0 && this.sink.bufferedAmount < this.opts.highWaterBytes) {
       const entry = this.queue.shift()!;
       this.queuedBytes -= entry.bytes;
-      this.sink.write(entry.text ?? serialise(entry));
+      if (entry.text !== undefined) this.sink.write(entry.text, entry.source);
+      else this.sink.write(serialise(entry));
     }
     if (!this.closed && this.queue.length > 0) this.schedule();
   }

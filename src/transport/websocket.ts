@@ -348,13 +348,25 @@ function openConnection(
   open.sockets.add(socket);
   opts.onConnectionsChanged?.(open.sockets.size);
   const batch = writesPerTick(raw);
+  // A notification shared by every connection is written as its prepared frame, one buffer per
+  // message (ws.send frames it again for each socket and writes header and payload apart). Only
+  // where ws would write the same bytes: its own socket, and no extension negotiated (with
+  // permessage-deflate, ws may compress or hold frames in its queue). ws's own frames (responses,
+  // pings, close) go to the same socket synchronously too, so the order of frames is kept.
+  const framesDirect = raw !== undefined && (socket as unknown as { _socket?: unknown })._socket === raw && socket.extensions === "";
   const outbound = new OutboundQueue(
     {
       get bufferedAmount() {
         return Math.max(0, socket.bufferedAmount - batch.held());
       },
-      write: (data) => {
+      write: (data, source) => {
         if (socket.readyState !== socket.OPEN) return;
+        if (framesDirect && source instanceof PreparedNotification) {
+          const frame = source.frame;
+          batch.add(frame.length);
+          raw.write(frame);
+          return;
+        }
         batch.add(data.length);
         // Shared bytes go out as a text frame as they are (ws would send a Buffer as binary).
         socket.send(data, TEXT_FRAME);
