@@ -115,6 +115,8 @@ export interface ServerLimits {
   /** Per-connection egress: queue above this, close with 1013 above the hard cap. */
   outboundHighWaterBytes: number;
   outboundMaxBytes: number;
+  /** Estimated bytes of history the loaded threads keep in memory; past it idle ones drop theirs (runtime/history-budget.ts). */
+  loadedHistoryMaxBytes: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -126,6 +128,11 @@ export const DEFAULT_LIMITS: ServerLimits = {
   requestBurst: 1000,
   outboundHighWaterBytes: 1024 * 1024,
   outboundMaxBytes: 32 * 1024 * 1024,
+  // 64 MiB of history text: thousands of ordinary idle threads (a few KiB to a few MiB each) stay
+  // in memory, a handful of huge ones push each other out, and idle histories stay a bounded
+  // share of the heap (V8 grows its heap to a multiple of what is live). A dropped history costs
+  // one read of the thread's log when the thread is used again.
+  loadedHistoryMaxBytes: 64 * 1024 * 1024,
 };
 
 export type Listen = { kind: "ws"; host: string; port: number } | { kind: "stdio" };
@@ -288,6 +295,7 @@ export function resolveServeConfig(argv: string[], env: NodeJS.ProcessEnv): Serv
         maxInFlightRequests: positiveInt("max in-flight requests", env.APP_SERVER_MAX_INFLIGHT_REQUESTS),
         requestsPerSecond: positiveInt("requests per second", env.APP_SERVER_REQUESTS_PER_SECOND),
         outboundMaxBytes: positiveInt("outbound buffer limit", env.APP_SERVER_OUTBOUND_MAX_BYTES),
+        loadedHistoryMaxBytes: positiveInt("loaded history budget", env.APP_SERVER_LOADED_HISTORY_MAX_BYTES),
       }).filter(([, v]) => v !== undefined),
     ),
   };

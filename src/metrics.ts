@@ -21,6 +21,14 @@ export interface TurnObserver {
   commitSeconds(seconds: number): void;
 }
 
+/** What trackLoadedThreads reports. */
+export interface LoadedThreadStats {
+  loaded: number;
+  withHistory: number;
+  historyBytes: number;
+  evictions: number;
+}
+
 let processRegistry: Registry | null = null;
 
 /**
@@ -89,6 +97,39 @@ export class Metrics implements TurnObserver {
       registers: [this.registry],
       collect() {
         this.set(total());
+      },
+    });
+  }
+
+  /**
+   * The loaded threads and the history budget (runtime/history-budget.ts), read at scrape time.
+   * With --workers each worker loads its own threads (one followed from two workers counts twice:
+   * each holds it in memory): summed.
+   */
+  trackLoadedThreads(stats: () => LoadedThreadStats): void {
+    const registers = [this.registry];
+    const gauge = (name: string, help: string, value: (s: LoadedThreadStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        aggregator: "sum",
+        registers,
+        collect() {
+          this.set(value(stats()));
+        },
+      });
+    gauge("app_server_loaded_threads", "Threads loaded in memory", (s) => s.loaded);
+    gauge("app_server_loaded_threads_with_history", "Loaded threads whose history log is in memory", (s) => s.withHistory);
+    gauge("app_server_loaded_history_bytes", "Estimated bytes of the loaded threads' histories in memory", (s) => s.historyBytes);
+    let counted = 0;
+    new Counter({
+      name: "app_server_loaded_history_evictions_total",
+      help: "Histories of idle loaded threads dropped to stay within APP_SERVER_LOADED_HISTORY_MAX_BYTES",
+      registers,
+      collect() {
+        const n = stats().evictions;
+        if (n > counted) this.inc(n - counted);
+        counted = n;
       },
     });
   }

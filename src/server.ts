@@ -37,6 +37,7 @@ import { loadHookConfig } from "./hooks/config.js";
 import { HookRunner } from "./hooks/runner.js";
 import { TurnStore } from "./store/turn-store.js";
 import { HistoryLog } from "./runtime/history-log.js";
+import { HistoryBudget } from "./runtime/history-budget.js";
 import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
 import { analyzeDatabase } from "./store/maintenance.js";
@@ -514,7 +515,12 @@ async function composeApp(
   // A thread's own MCP servers (config.mcp_servers of thread/start: an ACP editor's servers).
   const threadMcp = new ThreadMcpRegistry({ runner: commands, log: log.child({ component: "mcp" }), isLoaded: (id) => runtime.loaded.has(id), stateDir: path.join(opts.home, "mcp", "threads") });
   const turnStore = new TurnStore(db.sql);
-  const historyLog = new HistoryLog(turnStore, store);
+  // The loaded threads' histories in memory are bounded (runtime/history-budget.ts); an ending not
+  // yet recorded keeps its thread's.
+  const budget = new HistoryBudget(deps.limits.loadedHistoryMaxBytes, (t) => runtime.unrecorded?.has(t.id) ?? false);
+  runtime.historyBudget = budget;
+  metrics.trackLoadedThreads(() => ({ loaded: runtime.loaded.size, withHistory: budget.threads, historyBytes: budget.bytes, evictions: budget.evictions }));
+  const historyLog = new HistoryLog(turnStore, store, budget);
   const turns = new TurnRunner(
     runtime,
     turnStore,

@@ -18,15 +18,6 @@ import type { HistoryEntry } from "../store/history-entry.js";
 import type { LoadedThread } from "./loaded-thread.js";
 import { textChars } from "./memory-release.js";
 
-/**
- * Default budget: 64 MiB of history text. Idle threads with an ordinary history (a few KiB to a
- * few MiB) stay loaded by the thousand, a handful of huge ones (tool outputs of megabytes) push
- * each other out, and what idle histories can hold stays a bounded share of the heap (V8 then
- * grows its heap to a multiple of what is live, so every live MiB costs more RSS than that).
- * Dropping costs one read of the thread's log when it is used again.
- */
-export const DEFAULT_LOADED_HISTORY_MAX_BYTES = 64 * 1024 * 1024;
-
 /** What an entry costs besides its text (objects, arrays, the replayed context's slot), roughly. */
 const ENTRY_OVERHEAD = 160;
 
@@ -43,7 +34,8 @@ export class HistoryBudget {
   evictions = 0;
 
   constructor(
-    readonly maxBytes = DEFAULT_LOADED_HISTORY_MAX_BYTES,
+    /** APP_SERVER_LOADED_HISTORY_MAX_BYTES (config.ts has the default and why). */
+    readonly maxBytes: number,
     /** A thread that must keep its history for a reason only the caller knows (an unrecorded ending). */
     private readonly held: (thread: LoadedThread) => boolean = () => false,
   ) {}
