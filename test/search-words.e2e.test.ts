@@ -6,9 +6,10 @@
 import { describe, expect, it } from "vitest";
 import type { Sql } from "postgres";
 import { openDatabase } from "../src/store/database.js";
-import { itemCondition, searchedPage, type ListingQuery, type SearchMatch } from "../src/store/thread-search.js";
+import { itemCondition, searchedPage, threadCondition, type ListingQuery, type SearchMatch } from "../src/store/thread-search.js";
 import { runMigrations } from "../src/store/migrate.js";
 import { itemColumns } from "../src/store/records.js";
+import { ThreadStore } from "../src/store/thread-store.js";
 import { BACKENDS, freshDatabase, withDatabaseBefore } from "./support/db.js";
 
 /** 60 threads, each with a user and an agent message; "deadlock" in the messages of every other thread. */
@@ -70,15 +71,63 @@ describe.each(BACKENDS)("search on frequent words (%s)", (backend) => {
             const ids = async (walkFirst: number, walkMore: number) =>
               ((await searchedPage(sql, m, listing(pageRows), pageRows, { walkFirst, walkMore, always: true })) as { id: string }[]).map((r) => r.id);
             const reference = await ids(0, 0); // the branch queries only
+            // …which is the listing filtered by the two conditions in one plain query.
+            const plain = await listing(pageRows)(sql`id`, sql`and (${threadCondition(sql, m, false)} or exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")}))`);
+            expect(reference, `${JSON.stringify(m)} ${name} ${pageRows} rows`).toEqual(plain.map((r) => r.id));
             // As the store calls it: the planner's estimate decides whether the walks run.
             expect(((await searchedPage(sql, m, listing(pageRows), pageRows)) as { id: string }[]).map((r) => r.id)).toEqual(reference);
             // Walks that fill the page early (large bounds), ones that need the second walk, and
             // ones that never do (bound 1, no second walk).
             for (const [walkFirst, walkMore] of [[1, 0], [2, 1024], [4, 64], [8, 20], [256, 1024]] as const)
               expect(await ids(walkFirst, walkMore), `${JSON.stringify(m)} ${name} ${pageRows} rows, walks ${walkFirst}/${walkMore}`).toEqual(reference);
+            // The other ways, chosen by the estimate: after a short walk, the matching messages'
+            // threads fetched from the index (few hits estimated), or a second walk (too many);
+            // and with a fetch bound of 1 row, the per-row test over the listing instead.
+            for (const [estimate, hitFetchMax] of [
+              [{ hits: 1, many: true }, undefined],
+              [{ hits: 1e9, many: true }, undefined],
+              [{ hits: 1, many: false }, 1],
+              [{ hits: 1, many: true }, 1],
+            ] as const) {
+              const got = await searchedPage(sql, m, listing(pageRows), pageRows, { walkFirst: 2, walkMore: 4, estimate, hitFetchMax });
+              expect((got as { id: string }[]).map((r) => r.id), `${JSON.stringify(m)} ${name} ${pageRows} rows, ${JSON.stringify(estimate)} ${hitFetchMax}`).toEqual(reference);
+            }
             if (reference.length === pageRows) early++;
           }
       expect(early).toBeGreaterThan(20); // not vacuous: many of these pages are full
+    } finally {
+      await db.close();
+      await test.cleanup();
+    }
+  });
+
+  it("thread/search pages (store): every matching thread once, newest activity first, archived apart", async () => {
+    const test = await freshDatabase(backend);
+    const db = await openDatabase({ ...test.options });
+    try {
+      const sql = db.sql as Sql;
+      await seed(sql);
+      const store = new ThreadStore(sql);
+      for (const archived of [false, true])
+        for (const query of ["deadlock", "parser deadlock -timeout", '"parser has"', "timeout", "websocket or timeout", "second", "zebra"]) {
+          const m: SearchMatch = { kind: "words", query };
+          const expected = (
+            await sql<{ id: string }[]>`select id from threads where archived = ${archived} and not ephemeral
+              and (${threadCondition(sql, m, false)} or exists (select 1 from items i where i.thread_id = threads.id and ${itemCondition(sql, m, "i")}))
+              order by updated_at_ms desc, id desc`
+          ).map((r) => r.id);
+          const got: string[] = [];
+          let cursor: { value: number; id: string } | null = null;
+          for (let pages = 0; pages < 100; pages++) {
+            const page = await store.searchThreads({ query, limit: 4, cursor, archived });
+            got.push(...page.rows.map((r) => r.record.id));
+            for (const r of page.rows) expect(r.snippet, `${query}: ${r.record.id}`).not.toBeNull();
+            cursor = page.next;
+            if (!cursor) break;
+          }
+          expect(got, `${query}, archived ${archived}`).toEqual(expected);
+          if (query === "deadlock") expect(got.length).toBe(archived ? 2 : 28); // not vacuous: pages of 4
+        }
     } finally {
       await db.close();
       await test.cleanup();
