@@ -6,6 +6,7 @@ import type { HistoryEntry } from "./history-entry.js";
 import { storableText } from "./text.js";
 import { itemColumns, type ItemRecord, type TurnRecord } from "./records.js";
 import type { Queryable } from "./thread-store.js";
+import { failedCheck } from "./transaction.js";
 
 const json = (q: Queryable, v: unknown) => q.json(storableText(v) as JSONValue);
 
@@ -38,11 +39,18 @@ export class TurnStore {
    * fail with TurnAlreadyEndedError, which aborts its transaction and every event in it.
    */
   async finishTurn(q: Queryable, id: string, f: Pick<TurnRecord, "status" | "stopReason" | "error" | "completedAtMs">): Promise<void> {
-    const rows = await q`
-      update turns set status = ${f.status}, stop_reason = ${f.stopReason},
-        error = ${f.error === null ? null : json(q, f.error)}, completed_at_ms = ${f.completedAtMs}
-      where id = ${id} and status = 'inProgress' returning 1`;
-    if (rows.length === 0) throw new TurnAlreadyEndedError(id);
+    // The check fails in SQL (transaction.ts failedCheck): a pipelined COMMIT may follow at once.
+    try {
+      await q`
+        with ended as (
+          update turns set status = ${f.status}, stop_reason = ${f.stopReason},
+            error = ${f.error === null ? null : json(q, f.error)}, completed_at_ms = ${f.completedAtMs}
+          where id = ${id} and status = 'inProgress' returning 1)
+        select (case when count(*) = 1 then '1' else 'aas: turn ended already' end)::int as ok from ended`;
+    } catch (err) {
+      if (failedCheck(err, "aas: turn ended already")) throw new TurnAlreadyEndedError(id);
+      throw err;
+    }
   }
 
   async countTurns(threadId: string): Promise<number> {
