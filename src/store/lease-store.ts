@@ -5,6 +5,7 @@
 import type { Sql } from "postgres";
 import type { ThreadRecord } from "./records.js";
 import type { Queryable } from "./thread-store.js";
+import { failedCheck } from "./transaction.js";
 
 /** A thread row as a lease acquisition returns it (the caller's caches are refreshed from it). */
 export type LeasedRow = ThreadRecord & { leaseEpoch: number };
@@ -85,10 +86,19 @@ export class LeaseStore {
    * the write sees the takeover) and raises the seq reservation. False: the lease is lost.
    */
   async fence(tx: Queryable, threadId: string, me: string, epoch: number, seqUpTo: number): Promise<boolean> {
-    const rows = await tx`
-      update threads set seq_reserved = greatest(seq_reserved, ${seqUpTo})
-      where id = ${threadId} and owner_id = ${me} and lease_epoch = ${epoch} returning 1`;
-    return rows.length === 1;
+    // A lost lease fails the statement, so the transaction aborts in the database even when its
+    // COMMIT was sent with the statements (a pipelined transaction, transaction.ts failedCheck).
+    try {
+      await tx`
+        with fenced as (
+          update threads set seq_reserved = greatest(seq_reserved, ${seqUpTo})
+          where id = ${threadId} and owner_id = ${me} and lease_epoch = ${epoch} returning 1)
+        select (case when count(*) = 1 then '1' else 'aas: lease lost' end)::int as ok from fenced`;
+      return true;
+    } catch (err) {
+      if (failedCheck(err, "aas: lease lost")) return false;
+      throw err;
+    }
   }
 
   async release(threadId: string, me: string, epoch: number): Promise<void> {
