@@ -36,6 +36,11 @@ await build({
   platform: "node",
   target: "node20",
   sourcemap: true,
+  // Whitespace and syntax only: ~35 % less code to read and parse at start-up, and V8 keeps each
+  // module's source text in memory for the life of the process (idle RSS 82 → 76 MiB, issue 33
+  // item 4). Identifiers stay: stack traces in logs keep their function names (the .map has lines).
+  minifyWhitespace: true,
+  minifySyntax: true,
   logLevel: "warning",
   external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket"],
   // CommonJS packages inside an ES module bundle still call require() for node: built-ins.
