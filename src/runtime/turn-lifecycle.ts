@@ -46,7 +46,10 @@ export type TurnBody = (thread: LoadedThread, turn: ActiveTurn) => Promise<LoopR
 export interface TurnOpening {
   /** Events after thread/status/changed and turn/started (its first items). */
   events: ThreadEvent[];
-  /** Every write of the start, the turn's row among them (`record`). */
+  /**
+   * Every write of the start, the turn's row among them (`record`), each statement issued before
+   * the first await (the opening commits in one round trip: CommitOptions.atOnce).
+   */
   write: (tx: Transaction) => Promise<void>;
   /** Runs once the start is recorded, before the turn runs. */
   recorded?: () => void;
@@ -169,7 +172,7 @@ export class TurnLifecycle {
           ...opening.events,
         ],
         opening.write,
-        { after: opts.after },
+        { after: opts.after, atOnce: true },
       );
       opening.recorded?.();
       thread.status = active;
