@@ -208,6 +208,27 @@ export async function seedTranscripts(sql: Sql, turnsPerThread = TRANSCRIPT_TURN
   await sql.unsafe(`drop table bench_transcript_targets`);
 }
 
+/** The GIN indexes of search (migrations 004, 005, 008), which make a bulk insert slow. */
+const SEARCH_INDEXES = ["items_search_words", "threads_search_words", "threads_search_trigrams"];
+
+/**
+ * Runs `fill` with the search indexes dropped, then creates them again exactly as they were
+ * (pg_indexes.indexdef carries the expression, the predicate and gin_pending_list_limit). With a
+ * 256 kB pending list every ~1 000 inserted messages merge into the GIN index: seeding 1M messages
+ * took ~5 min on Postgres and ~30 min on PGlite; a build at the end is one sort.
+ */
+export async function withSearchIndexesDropped<T>(sql: Sql, fill: () => Promise<T>): Promise<T> {
+  const defs = await sql.unsafe<{ name: string; def: string }[]>(
+    `select indexname as name, indexdef as def from pg_indexes where schemaname = current_schema() and indexname in (${SEARCH_INDEXES.map((n) => `'${n}'`).join(",")})`,
+  );
+  for (const d of defs) await sql.unsafe(`drop index ${d.name}`);
+  try {
+    return await fill();
+  } finally {
+    for (const d of defs) await sql.unsafe(d.def);
+  }
+}
+
 /** The number of the thread whose transcript has `SEARCH_ONE_PREFIX` + n (n of the newest thread). */
 export async function oneThreadTerm(sql: Sql): Promise<string> {
   const [r] = await sql.unsafe<{ n: string }[]>(
