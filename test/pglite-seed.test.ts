@@ -125,4 +125,37 @@ describe("PGlite seed", () => {
     expect(() => unpackSeed(Buffer.concat([header, Buffer.alloc(1024)]), target)).toThrow(/outside the directory/);
     expect(await readdir(path.dirname(target))).toEqual([]);
   });
+
+  it("unpacking keeps every byte: files with zero pages (written as holes), trailing zeros, a short last page, empty files, nested directories", async () => {
+    const page = (fill: number) => Buffer.alloc(8192, fill);
+    const files: Record<string, Buffer> = {
+      "base/5/1249": Buffer.concat([page(1), page(0), page(0), page(2), Buffer.from("tail")]),
+      "pg_wal/000000010000000000000001": Buffer.concat([page(7), Buffer.alloc(5 * 8192)]), // zeros to the end
+      "global/zeros": Buffer.alloc(3 * 8192 + 100),
+      "PG_VERSION": Buffer.from("17\n"),
+      "postmaster.opts": Buffer.alloc(0),
+    };
+    const entry = (name: string, data: Buffer, type: "0" | "5") => {
+      const header = Buffer.alloc(512);
+      header.write(name, 0);
+      header.write(type === "5" ? "0000700\0" : "0000600\0", 100);
+      header.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
+      header.write(type, 156);
+      header.write("ustar\0", 257);
+      let sum = 0;
+      for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : header[i]!;
+      header.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+      return Buffer.concat([header, data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
+    };
+    const tar = Buffer.concat([
+      entry("base/", Buffer.alloc(0), "5"),
+      entry("base/5/", Buffer.alloc(0), "5"),
+      ...Object.entries(files).map(([name, data]) => entry(name, data, "0")),
+      Buffer.alloc(1024),
+    ]);
+    const target = path.join(tmp, "sparse-test", "pgdata");
+    await mkdir(path.dirname(target));
+    unpackSeed(tar, target);
+    for (const [name, data] of Object.entries(files)) expect((await readFile(path.join(target, name))).equals(data), name).toBe(true);
+  });
 });

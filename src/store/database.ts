@@ -201,12 +201,16 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
   const unlock = lockDirectory(opts.dataDir);
   const signal = opts.signal;
   try {
-    // Loaded lazily: the WASM module costs start-up time and memory that Postgres users never need.
-    const { PGlite } = await import("@electric-sql/pglite");
-    const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
-    signal?.throwIfAborted();
     const pgdata = path.join(opts.dataDir, "pgdata");
-    let start = await initialData(pgdata, opts);
+    // Loaded lazily: the WASM module costs start-up time and memory that Postgres users never need.
+    // A fresh home's seed is read and decompressed (zlib, on the thread pool) while they load.
+    const [{ PGlite }, { PGLiteSocketServer }, initial] = await Promise.all([
+      import("@electric-sql/pglite"),
+      import("@electric-sql/pglite-socket"),
+      initialData(pgdata, opts),
+    ]);
+    signal?.throwIfAborted();
+    let start = initial;
     if (start.how === "initdb") await initdbInChild(pgdata, opts);
     signal?.throwIfAborted();
     const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffersOf(opts)}`];
