@@ -3,12 +3,13 @@
  * starts from the seed and has every migration; a seed older than the newest migration gets it at
  * open; a damaged or missing seed falls back to initdb with a log line (and still migrates).
  */
+import { existsSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
-import { openDatabase, type DatabaseLogger } from "../src/store/database.js";
+import { createPgliteDump, openDatabase, type DatabaseLogger } from "../src/store/database.js";
 import { MIGRATIONS_DIR } from "../src/store/migrate.js";
 import { manifestFileOf, migrationsHash, pgliteVersion, readSeed, unpackSeed, writeSeed } from "../src/store/pglite-seed.js";
 import { freshDatabase } from "./support/db.js";
@@ -61,6 +62,31 @@ describe("PGlite seed", () => {
     try {
       expect(db.pgliteStart).toBe("seed");
       expect(migrations).toEqual(await allMigrations());
+      expect(log.lines).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  }, TIMEOUT);
+
+  it("the build's seed (createPgliteDump) archives a stopped data directory, and a fresh home opens from it", async () => {
+    const { dump, migrations } = await createPgliteDump(MIGRATIONS_DIR);
+    const { names, hash } = await migrationsHash(MIGRATIONS_DIR);
+    expect(migrations).toEqual(names);
+    const file = path.join(tmp, "build.tar.gz");
+    await writeSeed(file, dump, { pglite: pgliteVersion(), migrations, migrationsHash: hash });
+    const seed = await readSeed(file);
+    if (!seed.ok) throw new Error(seed.reason);
+    const unpacked = path.join(tmp, "build-unpacked", "pgdata");
+    await mkdir(path.dirname(unpacked));
+    unpackSeed(seed.data, unpacked);
+    // Archived after PGlite closed it: no server's pid file, so a fresh home needs no crash recovery.
+    expect(existsSync(path.join(unpacked, "PG_VERSION"))).toBe(true);
+    expect(existsSync(path.join(unpacked, "postmaster.pid"))).toBe(false);
+    const log = recordingLog();
+    const { db, migrations: applied } = await openFresh(file, log);
+    try {
+      expect(db.pgliteStart).toBe("seed");
+      expect(applied).toEqual(await allMigrations());
       expect(log.lines).toEqual([]);
     } finally {
       await db.close();

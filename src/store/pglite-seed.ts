@@ -14,7 +14,7 @@
  * which PGlite made it: a data directory of another PGlite version is not used.
  */
 import { createHash } from "node:crypto";
-import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { readdir, readFile, rename, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -198,4 +198,54 @@ export function unpackSeed(tar: Buffer, dir: string): void {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * A ustar archive of the data directory `dir` (directories and regular files, as unpackSeed reads
+ * it): the build archives a closed, cleanly shut down directory (createPgliteDump).
+ */
+export function packDataDir(dir: string): Buffer {
+  const parts: Buffer[] = [];
+  const add = (name: string, type: "0" | "5", data: Buffer) => {
+    parts.push(tarHeader(name, type, data.length), data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  };
+  const walk = (rel: string) => {
+    for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const name = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) {
+        add(`${name}/`, "5", Buffer.alloc(0));
+        walk(name);
+      } else if (e.isFile()) add(name, "0", readFileSync(path.join(dir, name)));
+      else throw new Error(`not a regular file or directory: ${name}`);
+    }
+  };
+  walk("");
+  parts.push(Buffer.alloc(1024)); // end of archive
+  return Buffer.concat(parts);
+}
+
+function tarHeader(name: string, type: "0" | "5", size: number): Buffer {
+  // Names longer than 100 bytes are split at a "/" into prefix (≤ 155) and name (≤ 100).
+  let prefix = "";
+  let rest = name;
+  if (Buffer.byteLength(name) > 100) {
+    const cut = name.lastIndexOf("/", name.length - 2);
+    prefix = name.slice(0, cut);
+    rest = name.slice(cut + 1);
+    if (cut < 0 || Buffer.byteLength(prefix) > 155 || Buffer.byteLength(rest) > 100) throw new Error(`name too long for a tar header: ${name}`);
+  }
+  const h = Buffer.alloc(512);
+  h.write(rest, 0, 100);
+  h.write(type === "5" ? "0000700\0" : "0000600\0", 100);
+  h.write("0000000\0", 108); // uid
+  h.write("0000000\0", 116); // gid
+  h.write(size.toString(8).padStart(11, "0") + "\0", 124);
+  h.write("00000000000\0", 136); // mtime
+  h.write(type, 156);
+  h.write("ustar\0" + "00", 257);
+  h.write(prefix, 345, 155);
+  let sum = 0;
+  for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : h[i]!;
+  h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+  return h;
 }
