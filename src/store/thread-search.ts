@@ -10,9 +10,10 @@
  *   rare or unknown word skips them): the newest WALK_FIRST threads of the listing are tested one
  *   by one (name/preview, then each message's stored words), stopping at a page; a word in many
  *   messages (1 in 8) fills it within a few dozen threads. When it found no page, either a second
- *   walk (≤ WALK_MORE threads, sized by the density seen), or — when the matching messages are
- *   fewer rows than walking on would read (a word in thousands of messages of few threads) — the
- *   hit queries, reading up to HIT_FETCH_MAX matching messages for their threads;
+ *   walk (≤ WALK_MORE threads, sized by the density seen), or — when reading the matching
+ *   messages costs less than walking on would (a word in thousands of messages of few threads;
+ *   FETCH_ROW_COST) — the hit queries, reading up to HIT_FETCH_MAX matching messages for their
+ *   threads;
  * - otherwise, per branch, from how many rows match (the hit queries: ≤ HIT_LIMITS rows from the
  *   GIN indexes): few hits — fetch those thread ids, then sort just them (a term that matches
  *   nothing costs two index probes); many hits — walk the threads in listing order and test each
@@ -143,7 +144,7 @@ export const WALK_MORE = 1024;
  * Above this many matching messages their threads are not fetched from the index, whatever the
  * walks saw: each matching message is a read of its row (its thread id), so this bounds that
  * work (~20 000 rows: ~20 ms on Postgres with the rows cached). Between HIT_LIMITS.messages and
- * this, the ids are fetched when that reads fewer rows than walking on would (searchedPage).
+ * this, the ids are fetched when that costs less than walking on would (searchedPage).
  */
 export const HIT_FETCH_MAX = 20_000;
 /**
@@ -151,6 +152,14 @@ export const HIT_FETCH_MAX = 20_000;
  * messages' threads (10 in the bench's data; one index descent plus the thread's messages).
  */
 const WALK_ROWS_PER_THREAD = 10;
+/**
+ * What one fetched matching message costs in rows of a walk. A walk reads the newest threads'
+ * rows, which every search reads and the buffers keep; the matching messages of a word lie on
+ * pages of their own all over the table, mostly not in the buffers. At 1M messages on Postgres
+ * (EXPLAIN ANALYZE, BUFFERS): a walk of 609 threads 8 800 buffers, nearly all hits; a fetch of
+ * 10 180 matching messages 9 800 buffers, nearly all reads, and several times slower.
+ */
+const FETCH_ROW_COST = 4;
 
 /** What the planner expects of a term in messages (planner statistics only, nothing is read). */
 export interface MessageHitEstimate {
@@ -227,7 +236,7 @@ export type ListingQuery = (cols: Fragment, extra: Fragment, limit?: number) => 
  *   stored words via items_by_thread), as one query returning the page's rows. It runs first when
  *   many messages may match (`always`: regardless): WALK_FIRST threads, then, when that found no
  *   page, either a second walk (≤ WALK_MORE threads, sized by the density seen) or, when fetching
- *   the matching messages' threads reads fewer rows than walking on would (a word in thousands of
+ *   the matching messages' threads costs less than walking on would (a word in thousands of
  *   messages of few threads), straight to the hit queries with up to HIT_FETCH_MAX message rows;
  * - the hit queries (searchBranches): per way of matching, the matching threads' ids from the GIN
  *   indexes, or a per-row test when there are too many. When every branch is a list of ids, the
@@ -264,7 +273,7 @@ export async function searchedPage(
   // Fetching every matching message's thread reads `estimate.hits` rows; walking on reads the
   // threads still needed for a page at the density seen (`found` of `walked`).
   const fetchIsCheaper = (found: number, walked: number) =>
-    estimate.hits <= hitFetchMax && estimate.hits < (found > 0 ? (walked * (pageRows - found)) / found : Infinity) * WALK_ROWS_PER_THREAD;
+    estimate.hits <= hitFetchMax && estimate.hits * FETCH_ROW_COST < (found > 0 ? (walked * (pageRows - found)) / found : Infinity) * WALK_ROWS_PER_THREAD;
   if (walkFirst > 0 && (always || estimate.many)) {
     const early = await walk(walkFirst);
     if (early.length >= pageRows) return early;
