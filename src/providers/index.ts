@@ -38,7 +38,7 @@ export function createProvider(id: ProviderId, opts: ProviderOptions = {}): Mode
  * Loads the adapter (and its SDK: tens of milliseconds and megabytes) on the first model call,
  * not at start-up; most servers use one provider, some none.
  */
-class LazyProvider implements ModelProvider {
+export class LazyProvider implements ModelProvider {
   private real: Promise<ModelProvider> | undefined;
   private loaded: ModelProvider | undefined;
   constructor(
@@ -53,7 +53,14 @@ class LazyProvider implements ModelProvider {
   }
 
   private async *first(request: ModelRequest, signal: AbortSignal): AsyncIterable<ProviderStreamEvent> {
-    this.real ??= this.load().then((p) => (this.loaded = p));
+    this.real ??= this.load().then(
+      (p) => (this.loaded = p),
+      (err: unknown) => {
+        // Said as what it is (a broken installation, not a model error), and tried again next call.
+        this.real = undefined;
+        throw new Error(`could not load the ${this.id} provider (its SDK, loaded on first use): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      },
+    );
     yield* (await this.real).stream(request, signal);
   }
 }
