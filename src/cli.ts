@@ -7,6 +7,7 @@ import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingAp
 import { createLogger, routeConsoleWarnings, type Logger } from "./log.js";
 import { listeningBanner } from "./playground-address.js";
 import { describeStartError } from "./start-error.js";
+import { limitYoungGeneration } from "./runtime/memory-release.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
 import { AUTH_TOKEN_FILE } from "./transport/auth.js";
@@ -228,6 +229,8 @@ async function serve(args: string[]): Promise<number> {
     process.stdout.write(HELP.serve);
     return 0;
   }
+  // Before the server loads: its young generation stays small (runtime/memory-release.ts says why).
+  limitYoungGeneration();
   // Every start-up error is one line on stderr (`app-server: …`), printed once; logs come after.
   let log: Logger;
   let config;

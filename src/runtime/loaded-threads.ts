@@ -6,7 +6,7 @@
 import type { ThreadStatus } from "../protocol/common.js";
 import type { ThreadRecord } from "../store/records.js";
 import { LoadedThread } from "./loaded-thread.js";
-import { BIG_HISTORY_CHARS, releaseWhenIdle, textChars } from "./memory-release.js";
+import { BIG_HISTORY_CHARS, releaseAfterWork, releaseWhenIdle, textChars } from "./memory-release.js";
 import { SeqCounter } from "./seq.js";
 import { ServerRequestBroker } from "./server-requests.js";
 import type { ThreadContext } from "./thread-context.js";
@@ -66,9 +66,17 @@ export class LoadedThreads {
     return [...this.ctx.loaded.keys()].sort();
   }
 
+  /** Whether a turn runs on any loaded thread (memory is given back only when none does). */
+  private readonly busy = (): boolean => {
+    for (const t of this.ctx.loaded.values()) if (t.activeTurn !== null) return true;
+    return false;
+  };
+
   /** Unloads a thread nobody watches and nothing runs on (called again when its turn ends). */
   maybeUnload(thread: LoadedThread): void {
     const { loaded, cluster, unrecorded, store, log } = this.ctx;
+    // A turn ended or a client left: what that work left behind is given back once idle.
+    if (thread.activeTurn === null) releaseAfterWork(this.busy);
     if (thread.subscribers.size > 0 || thread.attaching.size > 0 || thread.activeTurn !== null || loaded.get(thread.id) !== thread) return;
     if (unrecorded?.has(thread.id)) return; // its seq counter is the only exact one until then
     loaded.delete(thread.id);
@@ -77,7 +85,7 @@ export class LoadedThreads {
     this.leases.releaseIfIdle(thread);
     // Its history is garbage now; if it was big, have V8 give the memory back once idle.
     if (thread.entries && textChars(thread.entries) >= BIG_HISTORY_CHARS) {
-      releaseWhenIdle(() => [...loaded.values()].some((t) => t.activeTurn !== null));
+      releaseWhenIdle(this.busy);
     }
     if (thread.record.ephemeral && thread.createdHere) {
       // Through the thread's own pipeline: its insert may still be committing on another connection.

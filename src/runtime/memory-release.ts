@@ -1,5 +1,6 @@
 /**
- * Gives memory back once the process goes idle after a big thread was unloaded.
+ * Gives memory back once the process goes idle after work: promptly after a big thread was
+ * unloaded, and after ordinary work (turns) at most every MIN_INTERVAL_MS.
  *
  * Heap snapshots of a server after 20 turns and after a 32 MiB reply, with every client gone
  * (bench/memory-after-turns.ts, bench/heap-summary.mjs), show no JavaScript object holding on to
@@ -8,6 +9,11 @@
  * only after a major GC, and an idle process may not run one for a long time. So when a thread
  * whose history held a lot of text unloads and no turn runs anywhere in the process, one major GC
  * runs a little later. Nothing runs while turns stream (a full GC there would stall deltas).
+ *
+ * Ordinary turns leave garbage too: 2 000 one-turn threads made in a minute left V8's heap at
+ * 165 MiB used / 190 MiB committed for ~45 MiB live (issue 33 item 4, bench/loaded-threads-memory.ts),
+ * and that headroom, not the threads, was most of the "RSS per loaded thread". So any turn's end
+ * (or a thread's unload) also schedules one major GC for when the process has been idle a second.
  */
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -15,6 +21,8 @@ import vm from "node:vm";
 /** A thread's model history above this many UTF-16 code units counts as big. */
 export const BIG_HISTORY_CHARS = 4 * 1024 * 1024;
 const DELAY_MS = 1000;
+/** Ordinary work schedules a GC no more often than this (a big thread's unload does not wait). */
+const MIN_INTERVAL_MS = 10_000;
 
 let gcFn: (() => void) | null | undefined;
 /** V8's gc(), made reachable without starting node with --expose-gc (the flag only adds the global). */
@@ -27,6 +35,19 @@ function gc(): (() => void) | null {
     gcFn = null;
   }
   return gcFn;
+}
+
+/**
+ * Keeps V8's young generation at the size it has when called (for the server process: call before
+ * the server loads). V8 doubles the semi-spaces whenever many objects survive a scavenge, up to
+ * 16 MiB each, and never shrinks them while the process lives; a server's turns had grown them to
+ * 2 × 16 MiB — 32 MiB of RSS — after 20 turns (bench/memory-after-turns.ts: 124–131 MiB then,
+ * 100 MiB with the growth factor at 1 from the start, and the 20 turns' server CPU 610–620 vs
+ * 660 ms, within the noise). `--max-semi-space-size` would do it only as a launch flag; the growth
+ * factor is read at each resize, so it works from here.
+ */
+export function limitYoungGeneration(): void {
+  v8.setFlagsFromString("--semi-space-growth-factor=1");
 }
 
 /** Rough size of a model history's text (strings only, walked without serialising). */
@@ -43,13 +64,47 @@ export function textChars(value: unknown, limit = BIG_HISTORY_CHARS): number {
 }
 
 let timer: NodeJS.Timeout | null = null;
+/** When the scheduled GC may run (pushed back by more work); whether it skips the interval. */
+let due = 0;
+let urgent = false;
+let busyNow: () => boolean = () => false;
+let lastGcAt = -Infinity;
 
-/** Schedules one major GC for when `busy()` says nothing runs (checked once, after a short delay). */
-export function releaseWhenIdle(busy: () => boolean): void {
-  if (timer) return;
-  timer = setTimeout(() => {
-    timer = null;
-    if (!busy()) gc()?.();
-  }, DELAY_MS);
+function schedule(busy: () => boolean, isUrgent: boolean): void {
+  busyNow = busy;
+  urgent ||= isUrgent;
+  due = Math.max(due, Date.now() + DELAY_MS);
+  if (!timer) arm(DELAY_MS);
+}
+
+function arm(ms: number): void {
+  timer = setTimeout(fire, ms);
   timer.unref();
+}
+
+function fire(): void {
+  timer = null;
+  const now = Date.now();
+  // Work came in meanwhile, or (for ordinary work) a GC ran a moment ago: later.
+  const wait = Math.max(due - now, urgent ? 0 : lastGcAt + MIN_INTERVAL_MS - now);
+  if (wait > 0) return arm(wait);
+  urgent = false;
+  if (busyNow()) return; // a turn runs: the turn's end schedules again
+  lastGcAt = now;
+  gc()?.();
+}
+
+/** Schedules one major GC for when `busy()` says nothing runs (checked after a short delay). */
+export function releaseWhenIdle(busy: () => boolean): void {
+  schedule(busy, true);
+}
+
+/**
+ * Ordinary work ended (a turn, a thread unloaded): once the process has been idle for a moment,
+ * one major GC gives back the garbage the work left in the old generation, which V8 would keep
+ * committed until its own memory reducer runs (seconds to never). At most once per
+ * MIN_INTERVAL_MS, so a server that is never idle for long pays ~1 full GC per 10 s at most.
+ */
+export function releaseAfterWork(busy: () => boolean): void {
+  schedule(busy, false);
 }
