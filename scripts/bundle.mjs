@@ -26,6 +26,23 @@ const keepModuleUrls = {
   },
 };
 
+// zod's `z.locales` re-exports its ~50 message locales (290 KiB of the start-up chunk, minified);
+// the server uses only English, which zod configures itself (classic/schemas.js imports en.js).
+// So the bundle's locales barrel is English alone: `z.locales.en` stays, the others are absent.
+const zodEnglishOnly = {
+  name: "zod-english-only",
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";\n', loader: "js" }));
+  },
+};
+
+// What fastify requires only on paths this server never takes stays outside the bundle (node
+// resolves it from node_modules if it ever runs): its JSON Schema compilers (routes have no schema;
+// src/transport/websocket.ts gives fastify its own compilersFactory) and inject()'s
+// light-my-request. Bundled, they were ~400 KiB of the start-up chunk that V8 read at every start
+// without running (esbuild puts a lazily required CommonJS module in the chunk of its requirer).
+const lazyFastifyParts = ["@fastify/ajv-compiler", "@fastify/fast-json-stringify-compiler", "light-my-request"];
+
 await rm(outdir, { recursive: true, force: true }); // chunk names change with their contents
 await build({
   entryPoints: [path.join(dist, "main.js")],
@@ -42,8 +59,8 @@ await build({
   minifyWhitespace: true,
   minifySyntax: true,
   logLevel: "warning",
-  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket"],
+  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket", ...lazyFastifyParts],
   // CommonJS packages inside an ES module bundle still call require() for node: built-ins.
   banner: { js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);' },
-  plugins: [keepModuleUrls],
+  plugins: [keepModuleUrls, zodEnglishOnly],
 });
