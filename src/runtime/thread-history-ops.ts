@@ -137,7 +137,9 @@ export class ThreadHistoryOps {
         throw new TurnRequestError(`turn ${p.lastTurnId} is not part of thread ${source.id}`);
       // A rolled-back turn is stored but no longer part of the thread: forking "through" it would
       // silently give a fork without it.
-      if (rolledBackTurns(source.entries!, [turn.ordinal]).size > 0) throw new TurnRequestError(`turn ${p.lastTurnId} was rolled back from thread ${source.id}`);
+      // Read again if the history budget dropped it during the awaits above (history-budget.ts).
+      const sourceLog = source.entries ?? (await this.turns.historyEntries(source.id));
+      if (rolledBackTurns(sourceLog, [turn.ordinal]).size > 0) throw new TurnRequestError(`turn ${p.lastTurnId} was rolled back from thread ${source.id}`);
       if (turn.status === "inProgress") throw new TurnRequestError(`cannot fork at turn ${turn.id}: it is still running`);
       if (turn.threadId !== source.id) owner = await this.runtime.getRecord(turn.threadId);
       forkTurnCount = turn.ordinal + 1;
