@@ -112,7 +112,7 @@ async function main() {
       const now = procMemory(srv.pid);
       const listed = (await c.request("thread/loaded/list", {})).data.length;
       const metrics = await httpGetText(`${srv.httpUrl}/metrics`).catch(() => "");
-      const gauges = ["app_server_loaded_threads", "app_server_loaded_threads_with_history", "app_server_loaded_thread_evictions_total"]
+      const gauges = ["app_server_loaded_threads", "app_server_loaded_threads_with_history", "app_server_loaded_history_bytes", "app_server_loaded_history_evictions_total"]
         .map((n) => [n, metricValue(metrics, n)] as const)
         .filter(([, v]) => !Number.isNaN(v))
         .map(([n, v]) => `${n.replace("app_server_", "")}=${v}`)

@@ -229,8 +229,6 @@ async function serve(args: string[]): Promise<number> {
     process.stdout.write(HELP.serve);
     return 0;
   }
-  // Before the server loads: its young generation stays small (runtime/memory-release.ts says why).
-  limitYoungGeneration();
   // Every start-up error is one line on stderr (`app-server: …`), printed once; logs come after.
   let log: Logger;
   let config;
@@ -288,6 +286,8 @@ async function serve(args: string[]): Promise<number> {
   }
   const server = started;
   running(server);
+  // From now on V8's young generation keeps the size start-up gave it (runtime/memory-release.ts says why).
+  limitYoungGeneration();
   flushCompileCacheSoon();
   if (worker) {
     worker.notifyReady(server.url);

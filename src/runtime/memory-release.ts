@@ -38,13 +38,14 @@ function gc(): (() => void) | null {
 }
 
 /**
- * Keeps V8's young generation at the size it has when called (for the server process: call before
- * the server loads). V8 doubles the semi-spaces whenever many objects survive a scavenge, up to
- * 16 MiB each, and never shrinks them while the process lives; a server's turns had grown them to
- * 2 × 16 MiB — 32 MiB of RSS — after 20 turns (bench/memory-after-turns.ts: 124–131 MiB then,
- * 100 MiB with the growth factor at 1 from the start, and the 20 turns' server CPU 610–620 vs
- * 660 ms, within the noise). `--max-semi-space-size` would do it only as a launch flag; the growth
- * factor is read at each resize, so it works from here.
+ * Keeps V8's young generation at the size it has when called (the server calls it once ready).
+ * V8 doubles the semi-spaces whenever many objects survive a scavenge, up to 16 MiB each, and
+ * never shrinks them while the process lives: a server's turns doubled the 2 x 8 MiB start-up
+ * gives it to 2 x 16 MiB — 16 MiB more RSS for good — within 20 turns (bench/memory-after-turns.ts).
+ * Kept from start-up on rather than at its 2 x 1 MiB minimum: that small, objects of turns in flight
+ * were promoted before they died and the old generation grew instead (2 000 threads made 4 at a
+ * time, bench/loaded-threads-memory.ts: old space 108 vs 49 MiB). `--max-semi-space-size` would
+ * need a launch flag; the growth factor is read at each resize, so it works from here.
  */
 export function limitYoungGeneration(): void {
   v8.setFlagsFromString("--semi-space-growth-factor=1");
