@@ -5,7 +5,6 @@
  * in a cluster, relayed to the other processes (fanout.ts). Deltas are numbered in the same
  * sequence but published without being stored (`publishLive`).
  */
-import { AsyncResource } from "node:async_hooks";
 import type { Transaction } from "../store/transaction.js";
 import type { ThreadStatus } from "../protocol/common.js";
 import type { ServerNotificationMethod } from "../protocol/methods.js";
@@ -24,46 +23,6 @@ export interface CommitOptions {
   underHeldLease?: boolean;
   attempts?: number;
   onError?: (err: unknown) => void;
-  /**
-   * `write` issues every statement synchronously (before its first await) and fails in SQL
-   * whatever must abort the transaction (store/transaction.ts): COMMIT can then be sent with the
-   * statements, and the transaction costs one round trip.
-   */
-  atOnce?: boolean;
-}
-
-/** A record waiting for (or in) its transaction. */
-interface PendingRecord {
-  lease: { epoch: number } | null;
-  reservation: number | null;
-  stamped: StoredEvent[];
-  write?: (tx: Transaction) => Promise<void>;
-  creating: boolean;
-  attempts: number;
-  onError?: (err: unknown) => void;
-  atOnce: boolean;
-}
-
-interface BatchMember {
-  r: PendingRecord;
-  resolve: () => void;
-  reject: (err: unknown) => void;
-}
-
-/** Records of one thread that commit in one transaction (group commit, EventLog.record). */
-class RecordBatch {
-  readonly members: BatchMember[] = [];
-
-  constructor(private readonly first: PendingRecord) {}
-
-  /** Same lease (the fence covers all of them); a new thread's first record goes alone. */
-  accepts(r: PendingRecord): boolean {
-    return !r.creating && !this.first.creating && r.lease === this.first.lease;
-  }
-
-  add(r: PendingRecord): Promise<void> {
-    return new Promise<void>((resolve, reject) => this.members.push({ r, resolve, reject }));
-  }
 }
 
 export class EventLog {
@@ -91,7 +50,7 @@ export class EventLog {
     const lease = thread.lease;
     const stamped = this.stamp(thread, events);
     const reservation = thread.seq.reservationNeeded();
-    const committed = this.record(thread, { lease, reservation, stamped, write, creating: opts.creating ?? false, attempts: opts.attempts ?? 1, onError: opts.onError, atOnce: opts.atOnce ?? false });
+    const committed = this.record(thread, { lease, reservation, stamped, write, creating: opts.creating ?? false, attempts: opts.attempts ?? 1, onError: opts.onError });
     committed.catch((err) => {
       if (err instanceof LeaseLostError) this.leases.leaseLost(thread);
     });
@@ -145,88 +104,56 @@ export class EventLog {
   }
 
   /**
-   * The recording transaction of `stamped` (after every earlier one of the thread). Group commit:
-   * records queued while an earlier transaction of the thread is in flight wait in one batch and
-   * commit together, their writes and events in stamp order (a fast turn's item/started and ending
-   * then cost one commit, not two). Each caller keeps its own outcome: a failed batch fails each
-   * of its records as if each had failed alone (the ones with attempts left are tried again,
-   * still before anything queued after them), and `onError` is told before anything after runs.
+   * The recording transaction of `stamped` (after every earlier one of the thread). Its
+   * statements are pipelined: issued without waiting for each other's answers (postgres.js sends
+   * them on the transaction's connection back to back), so a transaction costs about three round
+   * trips (begin, statements, commit) whatever its size. Errors are reported in the order the
+   * statements were issued (the fence's lease error first).
    */
-  private record(thread: LoadedThread, r: PendingRecord): Promise<void> {
-    const open = thread.openBatch as RecordBatch | null;
-    // Its write runs in its own caller's async context (e.g. the tool call an item belongs to,
-    // active-turn.ts currentCall), not in the batch's, which is its first record's.
-    if (open && open.accepts(r)) return open.add(r.write ? { ...r, write: AsyncResource.bind(r.write) } : r);
-    const batch = new RecordBatch(r);
-    const outcome = batch.add(r);
-    void thread.inOrder(async () => {
-      // From here on the batch takes no more records: later ones form the next batch.
-      if (thread.openBatch === batch) thread.openBatch = null;
-      try {
-        await this.runBatch(thread, batch);
-      } catch (err) {
-        // Only a throwing onError gets here: whoever is still waiting fails with it.
-        for (const m of batch.members) m.reject(err);
-      }
-    });
-    thread.openBatch = batch; // after inOrder, which closes the batch queued before it
-    return outcome;
-  }
-
-  private async runBatch(thread: LoadedThread, batch: RecordBatch): Promise<void> {
-    const { log } = this.ctx;
-    let members = batch.members;
-    for (let attempt = 1; members.length > 0; attempt++) {
+  private record(
+    thread: LoadedThread,
+    r: {
+      lease: { epoch: number } | null;
+      reservation: number | null;
+      stamped: StoredEvent[];
+      write?: (tx: Transaction) => Promise<void>;
+      creating: boolean;
+      attempts: number;
+      onError?: (err: unknown) => void;
+    },
+  ): Promise<void> {
+    const { store, log } = this.ctx;
+    return thread.inOrder(async () => {
       const t0 = performance.now();
-      try {
-        await this.transact(thread, members, attempt);
-        this.ctx.onCommit?.((performance.now() - t0) / 1000);
-        for (const m of members) m.resolve();
-        return;
-      } catch (err) {
-        // Retried in the thread's slot: nothing recorded or published after it overtakes it.
-        const finalForAll = err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError;
-        const failing = members.filter((m) => finalForAll || attempt >= m.r.attempts);
-        for (const m of failing) {
-          m.r.onError?.(err); // before anything queued after this commit runs
-          m.reject(err);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await store.transaction(async (tx) => {
+            // A new thread's row first: the fence and the events refer to it.
+            if (r.creating && r.write) await r.write(tx);
+            const statements: Promise<unknown>[] = [];
+            // The fence first: a process that lost the lease writes nothing (the transaction aborts).
+            if (r.lease) statements.push(this.ctx.cluster!.leases.fence(tx, thread.id, r.lease.epoch, r.reservation ?? 0));
+            if (r.write && !r.creating) statements.push(r.write(tx));
+            // A retry keeps the numbers: if the failed attempt did commit (its acknowledgement was
+            // lost), its rows are there already and the events are not stored twice.
+            statements.push(store.insertEvents(tx, thread.id, r.stamped, { ifAbsent: attempt > 1 }));
+            if (!r.lease && r.reservation !== null) statements.push(store.reserveSeq(tx, thread.id, r.reservation));
+            await inIssueOrder(statements);
+          });
+          break;
+        } catch (err) {
+          // Retried in the thread's slot: nothing recorded or published after it overtakes it.
+          const final = attempt >= r.attempts || err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError;
+          if (final) {
+            r.onError?.(err); // before anything queued after this commit runs
+            throw err;
+          }
+          log.warn({ err, threadId: thread.id, attempt }, "could not record events; retrying");
+          await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
         }
-        members = members.filter((m) => !failing.includes(m));
-        if (members.length === 0) return;
-        log.warn({ err, threadId: thread.id, attempt }, "could not record events; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
       }
-    }
-  }
-
-  /**
-   * One transaction for `members`. Its statements are pipelined: issued without waiting for each
-   * other's answers, and with BEGIN (and COMMIT, when every write issues its statements at once:
-   * `CommitOptions.atOnce`) on the same trip — one round trip whatever its size. Errors are
-   * reported in the order the statements were issued (the fence's lease error first).
-   */
-  private transact(thread: LoadedThread, members: BatchMember[], attempt: number): Promise<void> {
-    const { store } = this.ctx;
-    const first = members[0]!.r;
-    const lease = first.lease;
-    const reservations = members.map((m) => m.r.reservation).filter((n): n is number => n !== null);
-    const reservation = reservations.length > 0 ? Math.max(...reservations) : null;
-    const stamped = members.length === 1 ? first.stamped : members.flatMap((m) => m.r.stamped);
-    const creating = first.creating; // a creating record is always alone in its batch
-    const atOnce = !creating && members.every((m) => m.r.atOnce || !m.r.write);
-    return store.pipelined(async (tx) => {
-      // A new thread's row first: the fence and the events refer to it.
-      if (creating && first.write) await first.write(tx);
-      const statements: Promise<unknown>[] = [];
-      // The fence first: a process that lost the lease writes nothing (the transaction aborts).
-      if (lease) statements.push(this.ctx.cluster!.leases.fence(tx, thread.id, lease.epoch, reservation ?? 0));
-      for (const m of members) if (m.r.write && !creating) statements.push(m.r.write(tx));
-      // A retry keeps the numbers: if the failed attempt did commit (its acknowledgement was
-      // lost), its rows are there already and the events are not stored twice.
-      statements.push(store.insertEvents(tx, thread.id, stamped, { ifAbsent: attempt > 1 }));
-      if (!lease && reservation !== null) statements.push(store.reserveSeq(tx, thread.id, reservation));
-      await inIssueOrder(statements);
-    }, atOnce ? "atOnce" : "awaited");
+      this.ctx.onCommit?.((performance.now() - t0) / 1000);
+    });
   }
 
   /**

@@ -33,7 +33,7 @@ export class ItemRecorder {
       thread,
       [{ method: "item/started", params: { item, threadId: thread.id, turnId: turn.id, startedAtMs: item.startedAtMs ?? now } }],
       (tx) => this.write(tx, thread, turn, item, ordinal, "inProgress", now),
-      { underHeldLease: true, onError: opts.onError, atOnce: true },
+      { underHeldLease: true, onError: opts.onError },
     );
   }
 
@@ -46,7 +46,7 @@ export class ItemRecorder {
         thread,
         items.map((item) => completedEvent(thread, turn, item, item.completedAtMs ?? now)),
         (tx) => inIssueOrder(items.map((item) => this.deps.turns.completeItem(tx, item.id, item, "status" in item ? String(item.status) : "completed", item.completedAtMs ?? now))),
-        { underHeldLease: true, attempts: COMPLETE_ATTEMPTS, atOnce: true },
+        { underHeldLease: true, attempts: COMPLETE_ATTEMPTS },
       );
     } catch (err) {
       // Kept so the end of the turn can try once more (the item is "recorded as well as possible").

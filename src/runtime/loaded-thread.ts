@@ -89,16 +89,8 @@ export class LoadedThread {
     return this.pipeline.run(step);
   }
 
-  /**
-   * The batch of recording transactions queued and not started yet, which later records join
-   * (group commit, EventLog.record); owned by event-log.ts.
-   */
-  openBatch: unknown = null;
-
   /** Runs a recording transaction after every earlier one of this thread (failures do not break the chain). */
   inOrder<T>(tx: () => Promise<T>): Promise<T> {
-    // Nothing joins a batch queued before this step: it would commit after this step's turn.
-    this.openBatch = null;
     return this.commits.run(tx);
   }
 

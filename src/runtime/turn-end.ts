@@ -78,7 +78,7 @@ export async function finishTurn(deps: TurnDeps, recorder: ItemRecorder, stream:
         // Pipelined; with the held message, one UPDATE of the thread row carries both changes.
         inIssueOrder(withHeld && held ? [held.write(tx, row), turns.finishTurn(tx, turn.id, e.record)] : [turns.finishTurn(tx, turn.id, e.record), runtime.store.updateThread(tx, thread.id, row)]),
       // A lost lease is not taken again to write this ending: the new owner records its own.
-      { underHeldLease: true, atOnce: true },
+      { underHeldLease: true },
     );
   };
   let told = end;

@@ -46,10 +46,7 @@ export type TurnBody = (thread: LoadedThread, turn: ActiveTurn) => Promise<LoopR
 export interface TurnOpening {
   /** Events after thread/status/changed and turn/started (its first items). */
   events: ThreadEvent[];
-  /**
-   * Every write of the start, the turn's row among them (`record`), each statement issued before
-   * the first await (the opening commits in one round trip: CommitOptions.atOnce).
-   */
+  /** Every write of the start, the turn's row among them (`record`). */
   write: (tx: Transaction) => Promise<void>;
   /** Runs once the start is recorded, before the turn runs. */
   recorded?: () => void;
@@ -172,7 +169,7 @@ export class TurnLifecycle {
           ...opening.events,
         ],
         opening.write,
-        { after: opts.after, atOnce: true },
+        { after: opts.after },
       );
       opening.recorded?.();
       thread.status = active;
