@@ -3,7 +3,6 @@ import type { JSONValue, PendingQuery, ReservedSql, Row, Sql, TransactionSql } f
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
 import { storableText } from "./text.js";
-import { pipelinedTransaction, type PipelineMode, type Transaction } from "./transaction.js";
 import { resolveItemRefs } from "./event-refs.js";
 import { searchedPage, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
 
@@ -105,14 +104,6 @@ export class ThreadStore {
 
   transaction<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
     return this.sql.begin(fn) as Promise<T>;
-  }
-
-  /**
-   * A transaction whose BEGIN (and, "atOnce", COMMIT) is pipelined with its statements: one round
-   * trip instead of three (transaction.ts, `pipelinedTransaction`, says what the caller promises).
-   */
-  pipelined<T>(fn: (tx: Transaction) => Promise<T>, mode: PipelineMode): Promise<T> {
-    return pipelinedTransaction(this.sql, fn, mode);
   }
 
   /** `ownerId`/`leaseEpoch`: the creating process holds the new thread's lease (leases.ts). */
