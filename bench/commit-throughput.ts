@@ -8,9 +8,9 @@
  * throwaway database, dropped at the end.
  */
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import postgres from "postgres";
+import { commandCpuSeconds } from "./lib/proc.js";
 import { summarize } from "./lib/stats.js";
 
 const argv = process.argv.slice(2);
@@ -20,22 +20,6 @@ const SECONDS = Number(opt("seconds") ?? 5);
 const CLIENTS = (opt("clients") ?? "1,4,16").split(",").map(Number);
 const STATEMENTS = Number(opt("statements") ?? 9);
 
-/** utime + stime of every `postgres` process, in seconds (USER_HZ = 100). */
-function postgresCpuSeconds(): number {
-  let ticks = 0;
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "postgres") continue;
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      /* ended meanwhile */
-    }
-  }
-  return ticks / 100;
-}
 
 async function main() {
   const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
@@ -53,7 +37,7 @@ async function main() {
       const sql = postgres(url.toString(), { max: clients, onnotice: () => {} });
       await Promise.all(Array.from({ length: clients }, () => sql`select 1`));
       const lat: number[] = [];
-      const cpu0 = postgresCpuSeconds();
+      const cpu0 = commandCpuSeconds("postgres");
       const t0 = performance.now();
       const until = t0 + SECONDS * 1000;
       await Promise.all(
@@ -70,7 +54,7 @@ async function main() {
         }),
       );
       const wall = (performance.now() - t0) / 1000;
-      const cpu = postgresCpuSeconds() - cpu0;
+      const cpu = commandCpuSeconds("postgres") - cpu0;
       const s = summarize(lat);
       console.log(`| ${clients} | ${(lat.length / wall).toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${((cpu * 1000) / lat.length).toFixed(2)} | ${(cpu / wall).toFixed(2)} |`);
       await sql.end({ timeout: 5 });

@@ -12,9 +12,9 @@
  * of all `postgres` processes (from /proc, utime + stime) per 1 000 notifications. Nothing is
  * stored: NOTIFY needs no table. Only 127.0.0.1 traffic.
  */
-import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import postgres from "postgres";
+import { commandCpuSeconds } from "./lib/proc.js";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -24,26 +24,7 @@ const SECONDS = Number(opt("seconds") ?? 5);
 const CHANNELS = Number(opt("channels") ?? 100);
 const BATCH = Number(opt("batch") ?? 100);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Clock ticks per second of /proc/PID/stat (USER_HZ, 100 on Linux). */
-const TICK = 100;
 
-/** utime + stime of every process whose comm is `postgres`, in seconds. */
-function postgresCpuSeconds(): number {
-  let ticks = 0;
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      if (comm !== "postgres") continue;
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      /* the process ended meanwhile */
-    }
-  }
-  return ticks / TICK;
-}
 
 function ownCpuSeconds(): number {
   const u = process.cpuUsage();
@@ -66,7 +47,7 @@ async function runCase(c: Case) {
   // (Postgres drops duplicate notifications of one transaction).
   const body = "x".repeat(Math.max(0, c.payload - 24));
   let sent = 0;
-  const pg0 = postgresCpuSeconds();
+  const pg0 = commandCpuSeconds("postgres");
   const own0 = ownCpuSeconds();
   const t0 = performance.now();
   const until = t0 + SECONDS * 1000;
@@ -90,7 +71,7 @@ async function runCase(c: Case) {
   const drainBound = performance.now() + 30_000;
   while (received.some((r) => r < sent) && performance.now() < drainBound) await sleep(20);
   const allMs = performance.now() - t0;
-  const pgCpu = postgresCpuSeconds() - pg0;
+  const pgCpu = commandCpuSeconds("postgres") - pg0;
   const ownCpu = ownCpuSeconds() - own0;
   const delivered = Math.min(...received);
   await Promise.all([...senders, ...listenerSql].map((s) => s.end({ timeout: 5 })));

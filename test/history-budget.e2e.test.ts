@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { TestClient } from "./support/client.js";
 import { startTurnHarness, text, turnCompleted, type TurnHarness } from "./support/turns.js";
+import { untilItHolds } from "./support/retry.js";
 
 const BUDGET = 140_000;
 /** How long a turn may take on a machine loaded by other work (no verdict depends on it). */
@@ -17,17 +18,8 @@ const BIG = 40_000;
 /** A turn input of ~40 KB that names its thread and turn (found again in later model requests). */
 const bigInput = (label: string) => `${label}:${"x".repeat(BIG)}`;
 
-/** Retries `check` until it stops throwing (a lease is given back by a step after turn/completed). */
-async function eventually<T>(check: () => T | Promise<T>, attempts = 2000): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await check();
-    } catch (err) {
-      if (i >= attempts) throw err;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-}
+/** Up to 50 s: a loaded machine. */
+const eventually = <T>(check: () => T | Promise<T>) => untilItHolds(check, 2000);
 
 describe.each(BACKENDS)("loaded threads' history budget (%s)", (backend) => {
   let h: TurnHarness;

@@ -4,18 +4,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS } from "./support/db.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { TestClient } from "./support/client.js";
+import { untilItHolds } from "./support/retry.js";
 
-/** Retries `check` until it stops throwing (for effects of a socket close, which has no reply). */
-async function eventually<T>(check: () => Promise<T>, attempts = 200): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await check();
-    } catch (err) {
-      if (i >= attempts) throw err;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-}
 
 /**
  * Everything the server sent `client` before this call has arrived once this resolves: the
@@ -43,7 +33,7 @@ describe.each(BACKENDS)("loaded threads and subscriptions (%s)", (backend) => {
     // Closing every client unloads every (non-running) thread, so each test starts with none loaded.
     await Promise.all(clients.splice(0).map((c) => c.close()));
     const probe = await TestClient.initialized(ts.url);
-    await eventually(async () => expect(await loaded(probe)).toEqual([]));
+    await untilItHolds(async () => expect(await loaded(probe)).toEqual([]));
     await probe.close();
   });
   afterAll(async () => {
@@ -104,12 +94,12 @@ describe.each(BACKENDS)("loaded threads and subscriptions (%s)", (backend) => {
       await b.request("thread/resume", { threadId: id, ...(i % 2 ? { afterSeq: 0 } : {}) });
       expect(await b.request("thread/unsubscribe", { threadId: id })).toEqual({ status: "unsubscribed" });
     }
-    await eventually(async () => expect(await loaded(b)).toEqual([]));
+    await untilItHolds(async () => expect(await loaded(b)).toEqual([]));
     // A closed connection's pending subscription is dropped too.
     const c = await client();
     await c.request("thread/resume", { threadId: id });
     await c.close();
-    await eventually(async () => expect(await loaded(b)).toEqual([]));
+    await untilItHolds(async () => expect(await loaded(b)).toEqual([]));
   });
 
   it("an unsubscribed connection stops receiving the thread's notifications", async () => {
@@ -184,9 +174,9 @@ describe.each(BACKENDS)("loaded threads and subscriptions (%s)", (backend) => {
     const ephemeral = (await a.request("thread/start", { ephemeral: true })).thread.id;
     expect(await loaded(b)).toEqual([durable, ephemeral].sort());
     await a.close();
-    await eventually(async () => expect(await loaded(b)).toEqual([]));
+    await untilItHolds(async () => expect(await loaded(b)).toEqual([]));
     expect((await b.request("thread/read", { threadId: durable })).thread.id).toBe(durable);
-    const gone = await eventually(async () => {
+    const gone = await untilItHolds(async () => {
       const f = await b.requestRaw("thread/read", { threadId: ephemeral });
       expect(f.error).toBeDefined();
       return f;
@@ -215,8 +205,8 @@ describe.each(BACKENDS)("loaded threads and subscriptions (%s)", (backend) => {
       }),
     );
     const probe = await client();
-    await eventually(async () => expect(await loaded(probe)).toEqual([]));
-    const rows = await eventually(async () => {
+    await untilItHolds(async () => expect(await loaded(probe)).toEqual([]));
+    const rows = await untilItHolds(async () => {
       const r = await ts.server.db.sql<{ id: string }[]>`select id from threads where cwd = '/vanishing'`;
       expect(r).toEqual([]);
       return r;

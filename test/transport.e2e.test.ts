@@ -11,19 +11,10 @@ import { BACKENDS } from "./support/db.js";
 import { startTestServer, testLogger, type TestServer } from "./support/server.js";
 import { startServer } from "../src/server.js";
 import { TestClient } from "./support/client.js";
+import { untilItHolds } from "./support/retry.js";
 
 const KiB = 1024;
 
-async function eventually<T>(check: () => Promise<T>, attempts = 200): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await check();
-    } catch (err) {
-      if (i >= attempts) throw err;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-}
 
 /** A request round-trip that proves a connection (and the server behind it) still works. */
 async function works(c: TestClient): Promise<void> {
@@ -226,7 +217,7 @@ describe.each(BACKENDS)("WebSocket transport under hostile input (%s)", (backend
 
     // Every thread those clients loaded is unloaded again once the server sees the sockets gone.
     const probe = await initialized();
-    await eventually(async () => expect((await probe.request("thread/loaded/list", {})).data).toEqual([]));
+    await untilItHolds(async () => expect((await probe.request("thread/loaded/list", {})).data).toEqual([]));
     // No ephemeral thread outlives its connection; durable ones stay listed.
     const listed = (await probe.request("thread/list", { cwd: "/abrupt", limit: 100 })).data;
     expect(listed).toHaveLength(n / 4);
@@ -261,7 +252,7 @@ describe("readiness while the store is not open yet", () => {
         (err: Error) => err,
       );
       const http = `http://127.0.0.1:${port}`;
-      await eventually(async () => expect((await fetch(`${http}/healthz`)).status).toBe(200));
+      await untilItHolds(async () => expect((await fetch(`${http}/healthz`)).status).toBe(200));
       const ready = await fetch(`${http}/readyz`);
       expect(ready.status).toBe(503);
       expect(await ready.json()).toEqual({ status: "starting" });

@@ -3,7 +3,7 @@
  * GET /readyz 200, reads its memory from /proc, and stops it with SIGTERM (SIGKILL after a bound).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
@@ -148,6 +148,21 @@ export function procCpuSeconds(pid: number): number {
   // Fields after the command name (which may contain spaces), 1-based numbering of proc(5): utime 14, stime 15.
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(rest[11]) + Number(rest[12])) / clkTck;
+}
+
+/** user + system CPU seconds of every live process whose command name is `comm` (e.g. all `postgres` backends). */
+export function commandCpuSeconds(comm: string): number {
+  let total = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === comm) total += procCpuSeconds(Number(pid));
+    } catch {
+      /* the process ended meanwhile */
+    }
+  }
+  return total;
 }
 
 /** GET a URL on 127.0.0.1 and return its body (e.g. /metrics). */
