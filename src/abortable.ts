@@ -24,3 +24,27 @@ export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | unde
     );
   });
 }
+
+/**
+ * `signal`, also aborted `ms` from now (with a TimeoutError, as AbortSignal.timeout does); call
+ * `clear` when done so the timer goes. Not `AbortSignal.any([signal, AbortSignal.timeout(ms)])`:
+ * on Node 20 the combined signal holds its sources weakly, so a garbage collection during the wait
+ * (the idle collection of memory-release.ts runs exactly then) takes the timeout signal with it and
+ * the deadline never fires. The timer here holds the controller strongly until it fires or is cleared.
+ */
+export function withDeadline(signal: AbortSignal | undefined, ms: number): { signal: AbortSignal; clear: () => void } {
+  const deadline = new AbortController();
+  const onAbort = () => deadline.abort(signal!.reason);
+  const timer = setTimeout(() => deadline.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+  // Unreferenced like AbortSignal.timeout's: a pending deadline alone does not keep the process up.
+  timer.unref();
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+  return {
+    signal: deadline.signal,
+    clear: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    },
+  };
+}

@@ -9,6 +9,7 @@ import path from "node:path";
 import { rankPaths } from "./fuzzy.js";
 import { isWithin } from "../sandbox/view.js";
 import { listFiles } from "./walk.js";
+import { withDeadline } from "../abortable.js";
 
 /** As many results as Codex returns. */
 export const FILE_SEARCH_MATCH_LIMIT = 50;
@@ -68,12 +69,15 @@ export interface IndexedRoot {
 
 /** Lists each root's files within the entry and time budgets (or until `signal` aborts), never a hidden path. */
 export async function indexRoots(roots: readonly SearchRoot[], signal?: AbortSignal, hidden: readonly string[] = []): Promise<IndexedRoot[]> {
-  const budget = AbortSignal.timeout(FILE_SEARCH_TIME_BUDGET_MS);
-  const stop = signal ? AbortSignal.any([signal, budget]) : budget;
+  const budget = withDeadline(signal, FILE_SEARCH_TIME_BUDGET_MS);
   const out: IndexedRoot[] = [];
-  for (const root of roots) {
-    const listed = await listFiles(root.real, { maxEntries: FILE_SEARCH_MAX_ENTRIES, signal: stop, skip: hiddenWithin(root.real, hidden) });
-    out.push({ root, ...listed });
+  try {
+    for (const root of roots) {
+      const listed = await listFiles(root.real, { maxEntries: FILE_SEARCH_MAX_ENTRIES, signal: budget.signal, skip: hiddenWithin(root.real, hidden) });
+      out.push({ root, ...listed });
+    }
+  } finally {
+    budget.clear();
   }
   return out;
 }

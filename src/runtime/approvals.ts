@@ -6,6 +6,7 @@
  * rule (`acceptWithExecpolicyAmendment`, when the tool proposes one), `decline` and `cancel`.
  */
 import type { Transaction } from "../store/transaction.js";
+import { withDeadline } from "../abortable.js";
 import { z } from "zod";
 import { ApprovalDecision, CommandExecutionApprovalDecision } from "../protocol/tools.js";
 import { samePattern } from "../tools/execpolicy.js";
@@ -63,10 +64,10 @@ export async function requestApproval(
   if (turn.pendingApprovals === 1) await runtime.setStatus(thread, { type: "active", activeFlags: ["waitingOnApproval"] }, markPending);
   else await runtime.commit(thread, [], markPending);
   const timeout = deps.settings.approvalTimeoutMs;
-  const waitSignal = timeout ? AbortSignal.any([signal, AbortSignal.timeout(timeout)]) : signal;
+  const deadline = timeout ? withDeadline(signal, timeout) : null;
   let decision: ApprovalAnswer;
   try {
-    const reply = await thread.ask(method, params, waitSignal, (r) => answerOf(request, r.result) !== null);
+    const reply = await thread.ask(method, params, deadline?.signal ?? signal, (r) => answerOf(request, r.result) !== null);
     if (reply === null) decision = signal.aborted ? "cancel" : "decline";
     else if (reply.error) {
       log.warn({ threadId: thread.id, itemId: request.params.itemId, error: reply.error.message }, "approval answered with an error; treating it as decline");
@@ -77,6 +78,7 @@ export async function requestApproval(
       decision = answer ?? "decline";
     }
   } finally {
+    deadline?.clear();
     turn.pendingApprovals--;
     observer.approvalsPending(-1);
   }
