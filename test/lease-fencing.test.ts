@@ -52,6 +52,31 @@ describe.each(BACKENDS)("lease fencing (%s)", (backend) => {
     await manager.stop();
   });
 
+  it("a claim of a thread a live process holds with no turn asks that process to give it back, once, and takes it when it does", async () => {
+    const store = new LeaseStore(db.sql);
+    const owner = new LeaseManager(store, { ttlMs: 60_000, nodeId: null }, silent);
+    const claimer = new LeaseManager(store, { ttlMs: 60_000, nodeId: null }, silent);
+    await owner.start();
+    await claimer.start();
+    try {
+      // The owner keeps the lease between turns (thread-leases.ts): no turn in progress.
+      const held = await owner.acquire(threadId);
+      const asked: string[] = [];
+      claimer.onIdleHeld = (id) => {
+        asked.push(id);
+        // What the owner does on the request (cluster.ts "release"): gives the idle lease back.
+        void owner.release(id, held.leaseEpoch);
+      };
+      const row = await claimer.acquire(threadId);
+      expect(asked).toEqual([threadId]);
+      expect(row.leaseEpoch).toBe(held.leaseEpoch + 1);
+      expect((await db.sql`select owner_id from threads where id = ${threadId}`)[0]!.ownerId).toBe(claimer.processId);
+    } finally {
+      await owner.stop();
+      await claimer.stop();
+    }
+  });
+
   it("a turn ends once: a second ending fails and its transaction stores nothing", async () => {
     const turns = new TurnStore(db.sql);
     const turnId = randomUUID();

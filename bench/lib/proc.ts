@@ -141,13 +141,19 @@ export async function timeCommand(command: string[], cwd: string, timeoutMs = 30
 }
 
 let clkTck: number | undefined;
-/** user + system CPU seconds a live process has used so far (/proc/PID/stat utime + stime). */
-export function procCpuSeconds(pid: number): number {
+/** User and system (kernel) CPU seconds a live process has used so far (/proc/PID/stat utime, stime). */
+export function procCpuTimes(pid: number): { user: number; system: number } {
   clkTck ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   // Fields after the command name (which may contain spaces), 1-based numbering of proc(5): utime 14, stime 15.
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(rest[11]) + Number(rest[12])) / clkTck;
+  return { user: Number(rest[11]) / clkTck, system: Number(rest[12]) / clkTck };
+}
+
+/** user + system CPU seconds a live process has used so far. */
+export function procCpuSeconds(pid: number): number {
+  const t = procCpuTimes(pid);
+  return t.user + t.system;
 }
 
 /** user + system CPU seconds of every live process whose command name is `comm` (e.g. all `postgres` backends). */

@@ -83,10 +83,20 @@ export async function startCluster(opts: { db: Database; home: string; runtime: 
   await leases.start();
   const fanout = links.fanout;
   if (fanout) {
+    fanout.onPeerFound = () => runtime.releaseIdleLeases();
+    // A process that missed this one's hello (its link was down) keeps idle leases: ask it.
+    leases.onIdleHeld = (threadId) =>
+      void leases
+        .liveOwner(threadId)
+        .then((owner) => owner && links.commands?.send(owner, { kind: "release", threadId }))
+        .catch((err) => log.info({ err: (err as Error).message, threadId }, "the owner of an idle thread did not answer a request for its lease"));
     // Serve only once every running process relays to this one (see fanout.ts, presence).
     await fanout.join(await leases.store.liveOthers(leases.processId), Math.min(2000, ttlMs));
     leases.afterBeat = async (afterGap) => {
       if (afterGap) {
+        // Others may have taken this process for dead and its threads with it: the leases kept
+        // between turns are given back (a no-op where they were taken) and taken again on use.
+        runtime.releaseIdleLeases();
         // Our registration may have expired meanwhile, and others stopped relaying to us: join
         // again (relays resume once they answer), then read what followed threads committed
         // while no wake-up came.

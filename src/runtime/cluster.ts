@@ -233,6 +233,11 @@ export class ClusterLinks {
         if (!answered) throw new Error(`no pending request for item ${command.itemId} on this process`);
         return {};
       }
+      case "release":
+        // Only a process that took itself for alone keeps idle leases; the sender proves it is
+        // not (a hello it missed): relay from now on and give back every idle lease.
+        this.fanout?.peerFound();
+        return {};
       case "metadata": {
         const thread = await this.runtime.load(command.threadId);
         const [stored] = await this.runtime.commit(thread, [command.event as ThreadEvent], (tx) =>

@@ -130,6 +130,11 @@ export class Fanout {
   onFlush?: (ms: number, messages: number) => void;
   /** Whether another live process may follow this one's threads: relays are sent only then. */
   relaying = false;
+  /**
+   * Told when another process is found alive (its hello, or the registry): a process alone keeps
+   * its idle threads' leases (thread-leases.ts) and gives them back now, before its welcome.
+   */
+  onPeerFound?: () => void;
   /** Hellos heard so far: a refresh that ran across one must not turn relaying off. */
   private hellos = 0;
   /** Welcomes awaited while joining: process id → resolve. */
@@ -164,7 +169,7 @@ export class Fanout {
     if (msg.k === "hello") {
       this.hellos++;
       if (!this.relaying) this.log.info({ peer: msg.o }, "another process joined: relaying to other processes");
-      this.relaying = true;
+      this.peerFound();
       void this.channel.notify(PRESENCE_CHANNEL, JSON.stringify({ k: "welcome", o: this.processId, to: msg.o })).catch((err) =>
         this.log.warn({ err, peer: msg.o }, "could not answer a joining process"),
       );
@@ -196,6 +201,13 @@ export class Fanout {
     await this.channel.notify(PRESENCE_CHANNEL, JSON.stringify({ k: "hello", o: this.processId }));
   }
 
+  /** Another live process exists (its hello, the registry, a request of its own): relays go out from now on. */
+  peerFound(): void {
+    const found = !this.relaying;
+    this.relaying = true;
+    if (found) this.onPeerFound?.();
+  }
+
   /** Number of hellos heard so far (pass to `peersSeen` with a refresh started now). */
   get hellosHeard(): number {
     return this.hellos;
@@ -208,7 +220,7 @@ export class Fanout {
    * expired though its process lives, and a wake-up skipped then is one a follower never gets).
    */
   peersSeen(others: number, since: number, mayStop: boolean): void {
-    if (others > 0) this.relaying = true;
+    if (others > 0) this.peerFound();
     else if (this.relaying && mayStop && since === this.hellos) {
       this.relaying = false;
       this.log.info({}, "no other live process: relaying stopped");

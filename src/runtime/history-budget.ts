@@ -8,9 +8,10 @@
  * events still reach them, and the next turn, read or resume reloads the log from the store
  * (HistoryLog.ensure), as after a restart.
  *
- * Never dropped: a thread with a running turn, a pending server request (approval), a lease held
- * or being claimed, anything queued on its commit or publication chains (an entry staged in memory
- * may not be stored yet), or an ending still unrecorded (`held`). A thread is used (and so most
+ * Never dropped: a thread with a running turn, a pending server request (approval), a lease being
+ * claimed, anything queued on its commit or publication chains (an entry staged in memory may not
+ * be stored yet), or an ending still unrecorded (`held`). A lease kept between turns
+ * (thread-leases.ts) does not keep it: with nothing running or queued, the store has every entry. A thread is used (and so most
  * recent) just before its history is read; it can only be dropped once histories totalling the
  * budget were used after it.
  */
@@ -108,6 +109,6 @@ export class HistoryBudget {
   }
 
   private droppable(t: LoadedThread): boolean {
-    return t.activeTurn === null && t.broker.size === 0 && t.lease === null && t.claiming === null && t.queued === 0 && !this.held(t);
+    return t.activeTurn === null && t.broker.size === 0 && t.claiming === null && t.queued === 0 && !this.held(t);
   }
 }

@@ -57,6 +57,12 @@ export class LeaseManager {
   /** Three beats per TTL: one lost beat (a slow query, a reconnect) does not cost the leases. */
   private readonly every: number;
   /**
+   * Told once per claim when a thread's lease is held by a live process but no turn runs on it:
+   * that process may be keeping it between turns, taking itself for alone (thread-leases.ts),
+   * and is asked to give it back (cluster-start.ts) while the claim waits.
+   */
+  onIdleHeld?: (threadId: string) => void;
+  /**
    * Runs after each successful heartbeat (fan-out refreshes whether another process exists).
    * `afterGap`: the beats before it failed (others may have taken this process for dead).
    */
@@ -124,7 +130,12 @@ export class LeaseManager {
   judgesOthers(): boolean {
     const now = Date.now();
     // Two TTLs, not one: a peer's reconnect can lag ours by its pool's backoff (database.ts).
-    return now - this.lastHeartbeat <= 2 * this.every && now - this.healthySince >= 2 * this.opts.ttlMs;
+    return this.heartbeatFresh() && now - this.healthySince >= 2 * this.opts.ttlMs;
+  }
+
+  /** Whether the last heartbeat is recent enough that no other process can have taken this one for dead. */
+  heartbeatFresh(): boolean {
+    return Date.now() - this.lastHeartbeat <= 2 * this.every;
   }
 
   async stop(): Promise<void> {
@@ -135,6 +146,7 @@ export class LeaseManager {
 
   /** Takes a free thread's lease; LeaseHeldError when a live process (or an orphaned turn) has it. */
   async acquire(threadId: string): Promise<LeasedRow> {
+    let asked = false;
     for (let attempt = 0; ; attempt++) {
       const row = await this.store.acquire(threadId, this.processId);
       if (row === "missing") throw new Error(`thread not found: ${threadId}`);
@@ -147,10 +159,15 @@ export class LeaseManager {
       }
       if (row !== "busy") return row;
       // Busy with no turn in progress: the owner has ended its turn (its clients may already have
-      // turn/completed) and is giving the lease back. Wait for that, briefly, instead of telling a
-      // client that reacts at once on another process that a turn is still running.
+      // turn/completed) and is giving the lease back, or keeps it between turns (asked to give it
+      // back). Wait for that, briefly, instead of telling a client that reacts at once on another
+      // process that a turn is still running.
       const running = (await this.store.runningStatus([threadId])).has(threadId);
       if (running || attempt >= RELEASE_WAIT_ATTEMPTS) throw new LeaseHeldError(threadId);
+      if (!asked) {
+        asked = true;
+        this.onIdleHeld?.(threadId);
+      }
       await new Promise((r) => setTimeout(r, RELEASE_WAIT_MS));
     }
   }
@@ -162,6 +179,10 @@ export class LeaseManager {
 
   release(threadId: string, epoch: number): Promise<void> {
     return this.store.release(threadId, this.processId, epoch);
+  }
+
+  releaseMany(threadIds: string[]): Promise<void> {
+    return this.store.releaseMany(threadIds, this.processId);
   }
 
   liveOwner(threadId: string): Promise<string | null> {

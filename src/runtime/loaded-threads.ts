@@ -82,7 +82,7 @@ export class LoadedThreads {
     loaded.delete(thread.id);
     this.ctx.historyBudget?.forget(thread);
     cluster?.unfollow(thread);
-    this.leases.releaseIfIdle(thread);
+    this.leases.releaseIfIdle(thread, { evenWhenAlone: true });
     // Its history is garbage now; if it was big, have V8 give the memory back once idle.
     if (thread.entries && textChars(thread.entries) >= BIG_HISTORY_CHARS) {
       releaseWhenIdle(this.busy);
@@ -95,11 +95,18 @@ export class LoadedThreads {
     }
   }
 
-  /** On shutdown: ephemeral threads do not outlive the process. */
+  /**
+   * On shutdown: ephemeral threads do not outlive the process, and the leases kept between turns
+   * (thread-leases.ts) are given back, so another process takes those threads without waiting for
+   * this one's registration to expire. A thread whose ending is unrecorded keeps its lease: its
+   * stored turn still reads inProgress, and the sweeper of the next process closes it.
+   */
   async shutdown(): Promise<void> {
-    const { loaded, cluster, store, log } = this.ctx;
+    const { loaded, cluster, store, log, unrecorded } = this.ctx;
     const ephemeral = [...loaded.values()].filter((t) => t.record.ephemeral && t.createdHere).map((t) => t.id);
+    const leased = [...loaded.values()].filter((t) => t.lease && t.activeTurn === null && !unrecorded?.has(t.id)).map((t) => t.id);
     loaded.clear();
+    await cluster?.leases.releaseMany(leased).catch((err) => log.warn({ err }, "could not give back thread leases"));
     this.ctx.historyBudget?.clear();
     await store.deleteThreads(ephemeral, cluster?.leases.processId).catch((err) => log.warn({ err }, "could not delete ephemeral threads"));
   }

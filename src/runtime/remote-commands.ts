@@ -13,7 +13,9 @@ export type RemoteCommand =
   | { kind: "steer"; threadId: string; turnId: string; input: unknown[]; clientId: string | null }
   | { kind: "shellCommand"; threadId: string; command: string; timeoutMs: number }
   | { kind: "approval"; threadId: string; itemId: string; reply: { result?: unknown; error?: unknown } }
-  | { kind: "metadata"; threadId: string; patch: { archived?: boolean; name?: string | null }; event: { method: string; params: Record<string, unknown> } };
+  | { kind: "metadata"; threadId: string; patch: { archived?: boolean; name?: string | null }; event: { method: string; params: Record<string, unknown> } }
+  /** The sender wants a thread whose lease the receiver keeps between turns (thread-leases.ts). */
+  | { kind: "release"; threadId: string };
 
 interface Envelope {
   from: string;

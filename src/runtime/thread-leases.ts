@@ -2,6 +2,15 @@
  * A loaded thread's lease (leases.ts has the protocol): taken before this process writes the
  * thread, given back once nothing runs on it, and dropped when a write is fenced off because
  * another process took the thread over. Without a cluster every method does nothing.
+ *
+ * A process alone in its cluster (PGlite always; Postgres while no other process is known to
+ * live, fanout.ts `relaying`) keeps the lease of a loaded thread between turns: taking and giving
+ * it back were two durable commits a turn (an UPDATE each, outside the turn's transactions) that
+ * protected nobody. It gives them back when the thread is unloaded, when another process joins
+ * (`releaseIdle`, on its hello, before the welcome) and after its own heartbeats had a gap (another
+ * process may have taken it for dead). A process that dies alone leaves those leases to expire with
+ * its registration (the TTL), as it leaves a running turn's; a restart on the same home frees them
+ * at once (its node id expires the predecessor).
  */
 import type { ThreadRecord } from "../store/records.js";
 import type { LoadedThread } from "./loaded-thread.js";
@@ -48,20 +57,38 @@ export class ThreadLeases {
     })());
   }
 
-  /** Gives the lease back once nothing runs on the thread (after the pending steps). */
-  releaseIfIdle(thread: LoadedThread): void {
+  /**
+   * Gives the lease back once nothing runs on the thread (after the pending steps); kept instead
+   * while this process is alone, unless `evenWhenAlone` (the thread is unloaded: with it goes the
+   * only record that this process holds its lease).
+   */
+  releaseIfIdle(thread: LoadedThread, opts: { evenWhenAlone?: boolean } = {}): void {
     const { cluster, unrecorded, log } = this.ctx;
     // Kept while the thread's last ending is unrecorded: its stored turn still reads inProgress.
     if (!cluster || !thread.lease || unrecorded?.has(thread.id)) return;
+    if (!opts.evenWhenAlone && this.alone()) return;
     void thread
       .enqueue(async () => {
         const lease = thread.lease;
         // Only as the last step, with no turn: a later commit stamped under this lease still needs it.
         if (!lease || thread.activeTurn !== null || thread.queued > 1 || thread.claiming || this.ctx.unrecorded?.has(thread.id)) return;
+        // Decided again here: another process may have joined since the step was queued.
+        if (!opts.evenWhenAlone && this.alone()) return;
         thread.lease = null;
         await cluster.leases.release(thread.id, lease.epoch);
       })
       .catch((err) => log.warn({ err, threadId: thread.id }, "could not release a thread lease"));
+  }
+
+  /** Gives back the lease of every loaded thread nothing runs on (another process joined, or this one was cut off). */
+  releaseIdle(): void {
+    for (const thread of this.ctx.loaded.values()) if (thread.lease && thread.activeTurn === null) this.releaseIfIdle(thread, { evenWhenAlone: true });
+  }
+
+  /** No other process can want a thread: PGlite, or Postgres while none relays (fanout.ts). */
+  private alone(): boolean {
+    const cluster = this.ctx.cluster;
+    return !!cluster && !cluster.fanout?.relaying && cluster.leases.heartbeatFresh();
   }
 
   /** A write was fenced off: another process owns the thread now; stop the turn running here. */

@@ -102,6 +102,11 @@ export class ThreadRuntime implements ThreadContext {
     this.leases.releaseIfIdle(thread);
   }
 
+  /** Gives back the leases kept between turns (thread-leases.ts): another process joined, or this one was cut off. */
+  releaseIdleLeases(): void {
+    this.leases.releaseIdle();
+  }
+
   leaseLost(thread: LoadedThread): void {
     this.leases.leaseLost(thread);
   }

@@ -101,6 +101,11 @@ export class LeaseStore {
     }
   }
 
+  /** Gives back the leases `me` holds on `threadIds` (a stopping process, whatever their epochs). */
+  async releaseMany(threadIds: string[], me: string): Promise<void> {
+    if (threadIds.length > 0) await this.sql`update threads set owner_id = null where id = any(${threadIds}) and owner_id = ${me}`;
+  }
+
   async release(threadId: string, me: string, epoch: number): Promise<void> {
     await this.sql`update threads set owner_id = null where id = ${threadId} and owner_id = ${me} and lease_epoch = ${epoch}`;
   }

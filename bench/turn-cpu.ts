@@ -1,0 +1,85 @@
+/**
+ * `npx tsx bench/turn-cpu.ts [--turns=300] [--threads=10] [--chunks=5] [--cpu-prof=DIR] [--app=DIR]`
+ * (issue 33 item 1: "each turn costs ~6–7 ms of CPU outside its deltas"): the server's CPU for
+ * message-only turns run one after another, split per turn. The built CLI of DIR (default this
+ * tree; build it first) on a throwaway Postgres database, its `openai` provider pointed at the
+ * bench's mock model; --cpu-prof runs it under `node --cpu-prof` (summarise the profile with
+ * bench/profile-summary.mjs). Only 127.0.0.1 traffic; the database is dropped at the end.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import postgres from "postgres";
+import { BenchMock, textChunks } from "./lib/mock.js";
+import { procCpuTimes, spawnServer } from "./lib/proc.js";
+import { summarize } from "./lib/stats.js";
+import { StreamClient } from "./lib/stream-client.js";
+import { BENCH_CWD, nextMarker, runTurn } from "./lib/turn-driver.js";
+
+const argv = process.argv.slice(2);
+const opt = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const APP = path.resolve(opt("app") ?? ROOT);
+const TURNS = Number(opt("turns") ?? 300);
+const THREADS = Number(opt("threads") ?? 10);
+const CHUNKS = Number(opt("chunks") ?? 5);
+const CPU_PROF = opt("cpu-prof") ? path.resolve(opt("cpu-prof")!) : null;
+const PG_ADMIN_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+async function main() {
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+  const dbName = `aas_bench_${randomBytes(4).toString("hex")}`;
+  await admin.unsafe(`create database ${dbName}`);
+  const home = await mkdtemp(path.join(os.tmpdir(), "aas-turncpu-"));
+  const mock = await BenchMock.start({ text: textChunks(CHUNKS) }, false);
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${dbName}`;
+  let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
+  try {
+    srv = await spawnServer({
+      // --cpu-prof is refused in NODE_OPTIONS: it goes on the command line.
+      command: [process.execPath, ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []), path.join(APP, "bin", "app-server.js")],
+      cwd: APP,
+      home,
+      databaseUrl: url.toString(),
+      timeoutMs: 30_000,
+      env: mock.serverEnv(),
+    });
+    const c = await StreamClient.connect(srv.url);
+    const threads: string[] = [];
+    for (let i = 0; i < THREADS; i++) threads.push((await c.request("thread/start", { cwd: BENCH_CWD })).thread.id);
+    // Warm-up: the first turn of a thread stores its environment context; JIT warms too.
+    for (const t of threads) await runTurn(c, t, nextMarker("w"));
+    const wall: number[] = [];
+    const cpu0 = procCpuTimes(srv.pid);
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < TURNS; i++) {
+      const r = await runTurn(c, threads[i % THREADS]!, nextMarker("t"));
+      if (r.status !== "completed") throw new Error(`turn ${i}: ${r.status}`);
+      wall.push(Number(r.completedNs - r.sentNs) / 1e6);
+    }
+    const t1 = process.hrtime.bigint();
+    const cpu1 = procCpuTimes(srv.pid);
+    const userMs = (cpu1.user - cpu0.user) * 1000;
+    const systemMs = (cpu1.system - cpu0.system) * 1000;
+    const w = summarize(wall);
+    console.log(
+      `${TURNS} turns × ${CHUNKS} chunks on ${THREADS} threads, load ${os.loadavg()[0]!.toFixed(2)}: server CPU ${((userMs + systemMs) / TURNS).toFixed(2)} ms a turn (user ${(userMs / TURNS).toFixed(2)}, kernel ${(systemMs / TURNS).toFixed(2)}); ` +
+        `turn p50 ${w.p50.toFixed(1)} ms, p99 ${w.p99.toFixed(1)} ms; window ${t0 / 1000n}–${t1 / 1000n} µs (profile clock)`,
+    );
+    await c.close();
+  } finally {
+    await srv?.stop();
+    await mock.close();
+    await admin.unsafe(`drop database ${dbName} with (force)`);
+    await admin.end();
+    await rm(home, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
