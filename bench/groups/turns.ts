@@ -316,6 +316,8 @@ export interface StatementRow {
   turns: number;
   perTurn: number;
   transactionsPerTurn: number;
+  /** Durable commits (COMMITs and autocommit writes, PgCountingProxy). */
+  commitsPerTurn: number;
   bytesToPgPerTurn: number;
   rowsPerTurn: Record<string, number>;
   byKind: [string, number][];
@@ -362,12 +364,13 @@ async function statementsPerTurn(ctx: BenchContext, b: Backend, mock: BenchMock,
         turns,
         perTurn: d.statements / turns,
         transactionsPerTurn: (d.byKind.get("begin") ?? 0) / turns,
+        commitsPerTurn: d.commits / turns,
         bytesToPgPerTurn: d.bytesToPg / turns,
         rowsPerTurn: rows,
         byKind: [...d.byKind].sort((x, y) => y[1] - x[1]).map(([k, v]) => [k, v / turns]),
       };
       statementRows.push(row);
-      ctx.log(`${b.name} statements per turn @${chunks} chunks: ${row.perTurn.toFixed(1)} (${row.transactionsPerTurn.toFixed(1)} transactions, ${(row.bytesToPgPerTurn / 1024).toFixed(1)} KiB to Postgres)`);
+      ctx.log(`${b.name} statements per turn @${chunks} chunks: ${row.perTurn.toFixed(1)} (${row.transactionsPerTurn.toFixed(1)} transactions, ${row.commitsPerTurn.toFixed(1)} durable commits, ${(row.bytesToPgPerTurn / 1024).toFixed(1)} KiB to Postgres)`);
     }
   } finally {
     await c.close();
@@ -457,13 +460,23 @@ export function turnsTables(): FactTable[] {
   if (statementRows.length) {
     out.push({
       title: "Database statements per turn (message-only turn, counted on the wire by a proxy between the server and Postgres; rows counted in the tables afterwards)",
-      columns: ["backend", "text chunks per turn", "turns", "statements / turn", "transactions / turn", "KiB sent to Postgres / turn", "rows / turn: turns, items, model_messages, thread_events"],
+      columns: [
+        "backend",
+        "text chunks per turn",
+        "turns",
+        "statements / turn",
+        "transactions / turn",
+        "durable commits / turn (COMMITs + autocommit writes)",
+        "KiB sent to Postgres / turn",
+        "rows / turn: turns, items, model_messages, thread_events",
+      ],
       rows: statementRows.map((r) => [
         r.backend,
         String(r.chunks),
         String(r.turns),
         f1(r.perTurn),
         f1(r.transactionsPerTurn),
+        f1(r.commitsPerTurn),
         (r.bytesToPgPerTurn / 1024).toFixed(1),
         ["turns", "items", "model_messages", "thread_events"].map((t) => f1(r.rowsPerTurn[t] ?? 0)).join(", "),
       ]),

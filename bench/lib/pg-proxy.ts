@@ -13,6 +13,12 @@ export interface ProxyCounts {
   statements: number;
   /** Of those, per normalised kind. */
   byKind: Map<string, number>;
+  /**
+   * Durable commits, from Postgres's replies: each COMMIT, plus each INSERT, UPDATE or DELETE
+   * completed outside a transaction (autocommit, e.g. a lease taken or given back), which flushes
+   * the WAL as a COMMIT does.
+   */
+  commits: number;
   /** Bytes client → Postgres and back. */
   bytesToPg: number;
   bytesFromPg: number;
@@ -38,7 +44,7 @@ const GSSENC_REQUEST = 80877104;
 export class PgCountingProxy {
   private server!: net.Server;
   private readonly sockets = new Set<net.Socket>();
-  private counts: ProxyCounts = { statements: 0, byKind: new Map(), bytesToPg: 0, bytesFromPg: 0, connections: 0 };
+  private counts: ProxyCounts = { statements: 0, byKind: new Map(), commits: 0, bytesToPg: 0, bytesFromPg: 0, connections: 0 };
   url = "";
 
   private constructor(private readonly target: { host: string; port: number }) {}
@@ -71,9 +77,35 @@ export class PgCountingProxy {
     }
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
+    // Postgres → client: typed messages, except the one-byte answer to an SSL or GSS request.
+    let answersPending = 0;
+    let fromPg: Buffer = Buffer.alloc(0);
+    /** The transaction status of the last ReadyForQuery ('I' idle, 'T' in a transaction, 'E' failed one). */
+    let status = "I";
     upstream.on("data", (d: Buffer) => {
       this.counts.bytesFromPg += d.length;
       client.write(d);
+      fromPg = fromPg.length ? Buffer.concat([fromPg, d]) : d;
+      for (;;) {
+        if (answersPending > 0) {
+          if (fromPg.length < 1) break;
+          answersPending--;
+          fromPg = fromPg.subarray(1);
+          continue;
+        }
+        if (fromPg.length < 5) break;
+        const type = String.fromCharCode(fromPg[0]!);
+        const len = fromPg.readInt32BE(1);
+        if (fromPg.length < 1 + len) break;
+        const body = fromPg.subarray(5, 1 + len);
+        fromPg = fromPg.subarray(1 + len);
+        if (type === "Z") status = String.fromCharCode(body[0]!);
+        else if (type === "C") {
+          const tag = cstring(body, 0).text;
+          if (tag === "COMMIT" || (status === "I" && /^(INSERT|UPDATE|DELETE|MERGE) /.test(tag))) this.counts.commits++;
+        }
+      }
+      fromPg = fromPg.length ? Buffer.from(fromPg) : Buffer.alloc(0);
     });
 
     // Client → Postgres: untyped startup messages first, then typed messages.
@@ -92,6 +124,7 @@ export class PgCountingProxy {
           if (buf.length < len) break;
           const code = buf.readInt32BE(4);
           if (code !== SSL_REQUEST && code !== GSSENC_REQUEST) startup = false;
+          else answersPending++;
           buf = buf.subarray(len);
           continue;
         }
@@ -137,6 +170,7 @@ export class PgCountingProxy {
     return {
       statements: after.statements - before.statements,
       byKind,
+      commits: after.commits - before.commits,
       bytesToPg: after.bytesToPg - before.bytesToPg,
       bytesFromPg: after.bytesFromPg - before.bytesFromPg,
       connections: after.connections - before.connections,
