@@ -6,9 +6,10 @@
  * A process alone in its cluster (PGlite always; Postgres while no other process is known to
  * live, fanout.ts `relaying`) keeps the lease of a loaded thread between turns: taking and giving
  * it back were two durable commits a turn (an UPDATE each, outside the turn's transactions) that
- * protected nobody. It gives them back when the thread is unloaded, when another process joins
- * (`releaseIdle`, on its hello, before the welcome) and after its own heartbeats had a gap (another
- * process may have taken it for dead). A process that dies alone leaves those leases to expire with
+ * protected nobody. It gives them back when the thread is unloaded, when it stops, when another
+ * process joins (`releaseIdle`, on its hello, before the welcome) or asks for one (a claim that
+ * finds a live owner and no turn, for a hello missed during a link cut: cluster.ts "release"), and
+ * after its own heartbeats had a gap (another process may have taken it for dead). A process that dies alone leaves those leases to expire with
  * its registration (the TTL), as it leaves a running turn's; a restart on the same home frees them
  * at once (its node id expires the predecessor).
  */
