@@ -9,15 +9,14 @@
  * server has them. With --snapshots a heap snapshot is written once --snapshot-at threads are loaded
  * (summarise it with bench/heap-summary.mjs). The database is dropped at the end.
  */
-import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import postgres from "postgres";
 import { BenchMock } from "./lib/mock.js";
 import { httpGetText, metricValue, procCpuSeconds, procMemory, spawnServer } from "./lib/proc.js";
 import { pool, StreamClient } from "./lib/stream-client.js";
+import { throwawayPostgres } from "./lib/throwaway-postgres.js";
 import { BENCH_CWD } from "./lib/turn-driver.js";
 
 const argv = process.argv.slice(2);
@@ -31,7 +30,6 @@ const NODE_FLAGS = opt("node-options") ?? "";
 const EXTRA_ENV = Object.fromEntries(argv.filter((a) => a.startsWith("--env=")).map((a) => a.slice(6).split("=", 2) as [string, string]));
 /** The control: unsubscribe each thread after its turn (same work, nothing stays loaded). */
 const UNSUBSCRIBE = argv.includes("--unsubscribe");
-const PG_ADMIN_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function snapshot(pid: number): Promise<void> {
@@ -57,14 +55,9 @@ async function snapshot(pid: number): Promise<void> {
 }
 
 async function main() {
-  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-  const dbName = `aas_bench_${randomBytes(4).toString("hex")}`;
-  await admin.unsafe(`create database ${dbName}`);
-  const home = await mkdtemp(path.join(os.tmpdir(), "aas-loaded-"));
+  const db = await throwawayPostgres("aas-loaded-");
   if (SNAPSHOTS) await mkdir(SNAPSHOTS, { recursive: true });
   const mock = await BenchMock.start(undefined, false);
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${dbName}`;
   const rows: string[] = [];
   let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
   let c: StreamClient | undefined;
@@ -72,8 +65,8 @@ async function main() {
     srv = await spawnServer({
       command: [process.execPath, path.join(APP, "bin", "app-server.js")],
       cwd: APP,
-      home,
-      databaseUrl: url.toString(),
+      home: db.home,
+      databaseUrl: db.databaseUrl,
       timeoutMs: 30_000,
       nodeOptions: [NODE_FLAGS, SNAPSHOTS ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${SNAPSHOTS}` : ""].join(" ").trim() || undefined,
       env: { ...mock.serverEnv(), APP_SERVER_MAX_CONCURRENT_TURNS: "600", ...EXTRA_ENV },
@@ -136,9 +129,7 @@ async function main() {
     await c?.close();
     await srv?.stop();
     await mock.close();
-    await admin.unsafe(`drop database ${dbName} with (force)`);
-    await admin.end();
-    await rm(home, { recursive: true, force: true });
+    await db.drop();
   }
 }
 

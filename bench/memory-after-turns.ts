@@ -14,16 +14,15 @@
  * and a heap snapshot is written at 3, 4 and 5 (load them in Chrome DevTools, or summarise them
  * with bench/heap-summary.mjs). Only 127.0.0.1 traffic; the database is dropped at the end.
  */
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import postgres from "postgres";
 import { BenchMock, textChunks } from "./lib/mock.js";
 import { httpGetText, metricValue, procCpuSeconds, procMemory, spawnServer } from "./lib/proc.js";
 import { StreamClient } from "./lib/stream-client.js";
+import { throwawayPostgres } from "./lib/throwaway-postgres.js";
 import { BENCH_CWD, nextMarker, runTurn } from "./lib/turn-driver.js";
 
 const argv = process.argv.slice(2);
@@ -36,7 +35,6 @@ const BIG_MIB = Number(opt("big-mib") ?? 32);
 /** Extra node flags for the server (e.g. --max-semi-space-size=2) and KEY=VALUE environment (e.g. MALLOC_ARENA_MAX=2). */
 const NODE_FLAGS = opt("node-options") ?? "";
 const EXTRA_ENV = Object.fromEntries(argv.filter((a) => a.startsWith("--env=")).map((a) => a.slice(6).split("=", 2) as [string, string]));
-const PG_ADMIN_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function snapshot(pid: number, label: string): Promise<string | null> {
@@ -57,10 +55,7 @@ async function snapshot(pid: number, label: string): Promise<string | null> {
 }
 
 async function main() {
-  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-  const dbName = `aas_bench_${randomBytes(4).toString("hex")}`;
-  await admin.unsafe(`create database ${dbName}`);
-  const home = await mkdtemp(path.join(os.tmpdir(), "aas-mem-"));
+  const db = await throwawayPostgres("aas-mem-");
   const mock = await BenchMock.start({ text: textChunks(50) }, false);
   const rows: [string, number, string][] = [];
   let httpUrl = "";
@@ -80,16 +75,14 @@ async function main() {
     rows.push([label, m.rssMB, `${split}; ${heap}`]);
     console.log(`  ${label}: RSS ${m.rssMB.toFixed(1)} MiB (${split}; peak ${m.hwmMB.toFixed(1)}); heap used / committed MiB ${heap}`);
   };
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${dbName}`;
   // Everything made above is undone in `finally`, also when the server fails to start.
   let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
   try {
     srv = await spawnServer({
       command: [process.execPath, path.join(APP, "bin", "app-server.js")],
       cwd: APP,
-      home,
-      databaseUrl: url.toString(),
+      home: db.home,
+      databaseUrl: db.databaseUrl,
       timeoutMs: 30_000,
       nodeOptions: [NODE_FLAGS, SNAPSHOTS ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${SNAPSHOTS}` : ""].join(" ").trim() || undefined,
       env: { ...mock.serverEnv(), ...EXTRA_ENV },
@@ -143,9 +136,7 @@ async function main() {
   } finally {
     await srv?.stop();
     await mock.close();
-    await admin.unsafe(`drop database ${dbName} with (force)`);
-    await admin.end();
-    await rm(home, { recursive: true, force: true });
+    await db.drop();
   }
   printTable(rows);
 }

@@ -6,16 +6,14 @@
  * bench's mock model; --cpu-prof runs it under `node --cpu-prof` (summarise the profile with
  * bench/profile-summary.mjs). Only 127.0.0.1 traffic; the database is dropped at the end.
  */
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import postgres from "postgres";
 import { BenchMock, textChunks } from "./lib/mock.js";
 import { procCpuTimes, spawnServer } from "./lib/proc.js";
 import { summarize } from "./lib/stats.js";
 import { StreamClient } from "./lib/stream-client.js";
+import { throwawayPostgres } from "./lib/throwaway-postgres.js";
 import { BENCH_CWD, nextMarker, runTurn } from "./lib/turn-driver.js";
 
 const argv = process.argv.slice(2);
@@ -26,24 +24,18 @@ const TURNS = Number(opt("turns") ?? 300);
 const THREADS = Number(opt("threads") ?? 10);
 const CHUNKS = Number(opt("chunks") ?? 5);
 const CPU_PROF = opt("cpu-prof") ? path.resolve(opt("cpu-prof")!) : null;
-const PG_ADMIN_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
 async function main() {
-  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-  const dbName = `aas_bench_${randomBytes(4).toString("hex")}`;
-  await admin.unsafe(`create database ${dbName}`);
-  const home = await mkdtemp(path.join(os.tmpdir(), "aas-turncpu-"));
+  const db = await throwawayPostgres("aas-turncpu-");
   const mock = await BenchMock.start({ text: textChunks(CHUNKS) }, false);
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${dbName}`;
   let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
   try {
     srv = await spawnServer({
       // --cpu-prof is refused in NODE_OPTIONS: it goes on the command line.
       command: [process.execPath, ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []), path.join(APP, "bin", "app-server.js")],
       cwd: APP,
-      home,
-      databaseUrl: url.toString(),
+      home: db.home,
+      databaseUrl: db.databaseUrl,
       timeoutMs: 30_000,
       env: mock.serverEnv(),
     });
@@ -73,9 +65,7 @@ async function main() {
   } finally {
     await srv?.stop();
     await mock.close();
-    await admin.unsafe(`drop database ${dbName} with (force)`);
-    await admin.end();
-    await rm(home, { recursive: true, force: true });
+    await db.drop();
   }
 }
 

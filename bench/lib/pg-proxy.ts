@@ -93,12 +93,10 @@ export class PgCountingProxy {
           fromPg = fromPg.subarray(1);
           continue;
         }
-        if (fromPg.length < 5) break;
-        const type = String.fromCharCode(fromPg[0]!);
-        const len = fromPg.readInt32BE(1);
-        if (fromPg.length < 1 + len) break;
-        const body = fromPg.subarray(5, 1 + len);
-        fromPg = fromPg.subarray(1 + len);
+        const msg = typedMessage(fromPg);
+        if (!msg) break;
+        const { type, body } = msg;
+        fromPg = msg.rest;
         if (type === "Z") status = String.fromCharCode(body[0]!);
         else if (type === "C") {
           const tag = cstring(body, 0).text;
@@ -128,12 +126,10 @@ export class PgCountingProxy {
           buf = buf.subarray(len);
           continue;
         }
-        if (buf.length < 5) break;
-        const type = String.fromCharCode(buf[0]!);
-        const len = buf.readInt32BE(1);
-        if (buf.length < 1 + len) break;
-        const body = buf.subarray(5, 1 + len);
-        buf = buf.subarray(1 + len);
+        const msg = typedMessage(buf);
+        if (!msg) break;
+        const { type, body } = msg;
+        buf = msg.rest;
         if (type === "Q") {
           this.count(cstring(body, 0).text);
         } else if (type === "P") {
@@ -181,6 +177,14 @@ export class PgCountingProxy {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** The first whole typed message of `buf` (a type byte, then a length that counts itself) and what follows it; null until it has all arrived. */
+function typedMessage(buf: Buffer): { type: string; body: Buffer; rest: Buffer } | null {
+  if (buf.length < 5) return null;
+  const len = buf.readInt32BE(1);
+  if (buf.length < 1 + len) return null;
+  return { type: String.fromCharCode(buf[0]!), body: buf.subarray(5, 1 + len), rest: buf.subarray(1 + len) };
 }
 
 function cstring(buf: Buffer, at: number): { text: string; next: number } {
