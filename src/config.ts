@@ -117,6 +117,8 @@ export interface ServerLimits {
   outboundMaxBytes: number;
   /** Estimated bytes of history the loaded threads keep in memory; past it idle ones drop theirs (runtime/history-budget.ts). */
   loadedHistoryMaxBytes: number;
+  /** How long an audit row or token count waits to commit with a recording transaction before it commits alone (store/side-writes.ts). */
+  sideWriteMaxWaitMs: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -133,6 +135,9 @@ export const DEFAULT_LIMITS: ServerLimits = {
   // share of the heap (V8 grows its heap to a multiple of what is live). A dropped history costs
   // one read of the thread's log when the thread is used again.
   loadedHistoryMaxBytes: 64 * 1024 * 1024,
+  // Under load a recording transaction comes along within milliseconds; on a quiet server a
+  // write is durable at most this much later than if it committed at once.
+  sideWriteMaxWaitMs: 100,
 };
 
 export type Listen = { kind: "ws"; host: string; port: number } | { kind: "stdio" };

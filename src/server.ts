@@ -41,6 +41,7 @@ import { HistoryBudget } from "./runtime/history-budget.js";
 import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
 import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
 import { analyzeDatabase } from "./store/maintenance.js";
+import { SideWrites } from "./store/side-writes.js";
 import { ThreadStore } from "./store/thread-store.js";
 import { startStdioTransport } from "./transport/stdio.js";
 import { startWebSocketTransport, type WebSocketTransport } from "./transport/websocket.js";
@@ -190,7 +191,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
   const analyze = db.kind === "pglite" ? analyzeSoon(db, log) : null;
 
-  const { team, stdioPrincipal } = await startTeam(opts, listen, db, log, { defaultCwd, metrics, registered, state }).catch(async (err: unknown) => {
+  // Audit rows and token counts commit with the next recording transaction (store/side-writes.ts).
+  const writes = new SideWrites(db.sql, limits.sideWriteMaxWaitMs);
+  const { team, stdioPrincipal } = await startTeam(opts, listen, db, log, { defaultCwd, metrics, registered, state, writes }).catch(async (err: unknown) => {
     await db.close();
     await ws?.close();
     throw err;
@@ -200,7 +203,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   // A confined user's commands and tools do not see the other users' workspaces (docs/teams.md).
   boundary.setScopeHidden((scope) => team.hiddenFrom(scope));
   metrics.perUser = (userId, usage) => team.quotas.recordTokens(userId, usage);
-  const { app, runtime, turns, threadMcp } = await composeApp(opts, { log, limits, defaultCwd, boundary, commands, metrics, db, mcp, team });
+  const { app, runtime, turns, threadMcp } = await composeApp(opts, { log, limits, defaultCwd, boundary, commands, metrics, db, mcp, team, writes });
   state.app = app;
   await mcp.start();
 
@@ -458,11 +461,12 @@ async function startTeam(
   listen: Listen,
   db: Database,
   log: Logger,
-  deps: { defaultCwd: string; metrics: Metrics; registered: { processId: string }; state: ServerState },
+  deps: { defaultCwd: string; metrics: Metrics; registered: { processId: string }; state: ServerState; writes: SideWrites },
 ): Promise<{ team: Team; stdioPrincipal: Principal | undefined }> {
   const { metrics, registered, state } = deps;
   const team = await Team.start({
     sql: db.sql,
+    writes: deps.writes,
     log,
     settings: opts.team ?? {},
     processId: () => registered.processId,
@@ -488,7 +492,7 @@ async function startTeam(
 /** The runtime, the turn runner with its hooks and tool sources, and the context every handler gets. */
 async function composeApp(
   opts: StartOptions,
-  deps: { log: Logger; limits: ServerLimits; defaultCwd: string; boundary: TrustBoundary; commands: CommandRunner; metrics: Metrics; db: Database; mcp: McpManager; team: Team },
+  deps: { log: Logger; limits: ServerLimits; defaultCwd: string; boundary: TrustBoundary; commands: CommandRunner; metrics: Metrics; db: Database; mcp: McpManager; team: Team; writes: SideWrites },
 ): Promise<{ app: AppContext; runtime: ThreadRuntime; turns: TurnRunner; threadMcp: ThreadMcpRegistry }> {
   const { log, defaultCwd, commands, metrics, db, mcp } = deps;
   // Loaded first: from the runtime on, nothing here waits, so the app is whole before any
@@ -497,7 +501,7 @@ async function composeApp(
     const r = runtime.loaded.get(threadId)?.record;
     return r ? (r.sandboxPolicy ?? policyOfMode(r.sandbox)) : null;
   });
-  const store = new ThreadStore(db.sql);
+  const store = new ThreadStore(db.sql, deps.writes);
   const runtime = new ThreadRuntime(
     store,
     {

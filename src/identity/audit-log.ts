@@ -6,12 +6,15 @@
  * process of a cluster writes to the same trail and it outlives restarts.
  *
  * A row is written once the action succeeded, beside its response (a response never waits for
- * it: a turn's first model call must not overtake the answer that names the turn). The writes of a
- * process go one after another, so its rows keep the order of its actions, and audit/list waits
- * for the ones still being written (`settled`): whoever got an answer reads its row. A failure to
- * write a row is logged and does not undo the action (which has happened).
+ * it: a turn's first model call must not overtake the answer that names the turn). Rows are side
+ * writes (store/side-writes.ts): they commit with the next recording transaction, a turn's audit
+ * row with the turn's next step, or on their own within 100 ms. A process's rows keep the order
+ * of its actions, and audit/list waits for the ones still being written (`settled`): whoever got
+ * an answer reads its row. A failure to write a row is logged and does not undo the action
+ * (which has happened).
  */
 import type { AuditStore, NewAuditEntry } from "../store/audit-store.js";
+import type { SideWrites } from "../store/side-writes.js";
 import type { Principal } from "./principal.js";
 
 /** Where an action came from: this process and the connection's number, address and client. */
@@ -34,11 +37,9 @@ function decisionOf(result: unknown): { decision: string; rule: string[] | null 
 }
 
 export class AuditLog {
-  /** The last write queued (each waits for the one before). */
-  private tail: Promise<void> = Promise.resolve();
-
   constructor(
     private readonly store: AuditStore,
+    private readonly writes: SideWrites,
     private readonly log: { error(obj: object, msg: string): void },
   ) {}
 
@@ -72,12 +73,10 @@ export class AuditLog {
 
   /** Resolves once every row queued so far is written (or failed). */
   settled(): Promise<void> {
-    return this.tail;
+    return this.writes.flush();
   }
 
   private write(row: NewAuditEntry): Promise<void> {
-    const written = this.tail.then(() => this.store.add(row)).catch((err: unknown) => this.log.error({ err, action: row.action, user: row.userName }, "could not write an audit row"));
-    this.tail = written;
-    return written;
+    return this.writes.add((q) => this.store.add(row, q)).catch((err: unknown) => this.log.error({ err, action: row.action, user: row.userName }, "could not write an audit row"));
   }
 }

@@ -13,6 +13,7 @@ import { ConfigError, resolveServeConfig } from "../config.js";
 import { openDatabase, type Database } from "../store/database.js";
 import { DirectoryLockedError } from "../store/dir-lock.js";
 import { AuditStore } from "../store/audit-store.js";
+import { SideWrites } from "../store/side-writes.js";
 import { UserExistsError, UserStore, type UserRecord } from "../store/user-store.js";
 import { AuditLog } from "./audit-log.js";
 import { USER_NAME } from "./directory.js";
@@ -157,7 +158,7 @@ export async function runUsers(args: string[], io: CliIo = processIo()): Promise
   const name = positionals[0]!;
   return withDatabase(values, io, async (db) => {
     const users = new UserStore(db.sql);
-    const audit = new AuditLog(new AuditStore(db.sql), { error: () => {} });
+    const audit = new AuditLog(new AuditStore(db.sql), new SideWrites(db.sql, 0), { error: () => {} });
     if (sub === "list") {
       for (const u of await users.list()) {
         if (values.json) {

@@ -15,6 +15,7 @@
 import type { Usage } from "../agent/messages.js";
 import { TokenBucket } from "../rpc/token-bucket.js";
 import type { QuotaStore } from "../store/quota-store.js";
+import type { SideWrites } from "../store/side-writes.js";
 
 export interface QuotaLimits {
   maxConcurrentTurns?: number;
@@ -47,6 +48,8 @@ export const utcDay = (ms = Date.now()) => new Date(ms).toISOString().slice(0, 1
 
 export interface QuotaDeps {
   store: QuotaStore;
+  /** Where token counts are written: with the next recording transaction (side-writes.ts). */
+  writes: SideWrites;
   limits: QuotaLimits;
   /** This process's id in `processes` (its heartbeat keeps its slots). */
   processId: () => string;
@@ -84,6 +87,7 @@ export class Quotas {
   async assertTokensLeft(userId: string): Promise<void> {
     const limit = this.deps.limits.tokensPerDay;
     if (limit === undefined) return;
+    await this.deps.writes.flush(); // this process's counts still waiting for a transaction
     const used = await this.deps.store.tokensOn(userId, utcDay());
     if (used >= limit)
       throw new QuotaExceededError("tokensPerDay", `Quota exceeded: ${used} of ${limit} model tokens used today (UTC); new turns start again tomorrow`, {
@@ -116,18 +120,20 @@ export class Quotas {
     };
   }
 
-  /** A model call's tokens, counted for the thread's owner (not awaited by the turn). */
+  /**
+   * A model call's tokens, counted for the thread's owner (not awaited by the turn): a side write,
+   * so the count commits with the turn's next recorded step.
+   */
   recordTokens(userId: string, usage: Usage): void {
     this.deps.onTokens?.(this.deps.nameOf(userId), usage);
-    const done = this.deps.store
-      .addTokens(userId, utcDay(), usage.inputTokens, usage.outputTokens)
-      .catch((err) => this.deps.log.warn({ err, userId }, "could not count a model call's tokens for its user"));
-    this.held.add(done);
-    void done.finally(() => this.held.delete(done));
+    const day = utcDay();
+    this.deps.writes
+      .add((q) => this.deps.store.addTokens(userId, day, usage.inputTokens, usage.outputTokens, q))
+      .catch((err: unknown) => this.deps.log.warn({ err, userId }, "could not count a model call's tokens for its user"));
   }
 
-  /** Waits for counts and releases still being written (shutdown, tests). */
+  /** Waits for counts and releases still being written (user/usage, shutdown, tests). */
   async flush(): Promise<void> {
-    await Promise.all([...this.held]);
+    await Promise.all([...this.held, this.deps.writes.flush()]);
   }
 }

@@ -10,6 +10,7 @@ import type { Logger } from "../log.js";
 import type { Connection } from "../rpc/connection.js";
 import { AuditStore } from "../store/audit-store.js";
 import { QuotaStore } from "../store/quota-store.js";
+import type { SideWrites } from "../store/side-writes.js";
 import { UserStore } from "../store/user-store.js";
 import { Admission } from "./admission.js";
 import { AuditLog } from "./audit-log.js";
@@ -39,6 +40,8 @@ export function osUserName(): string {
 
 export interface TeamDeps {
   sql: Sql;
+  /** Audit rows and token counts go with the next recording transaction (store/side-writes.ts). */
+  writes: SideWrites;
   log: Logger;
   settings: TeamSettings;
   processId: () => string;
@@ -72,6 +75,7 @@ export class Team {
     this.quotaStore = new QuotaStore(deps.sql);
     this.quotas = new Quotas({
       store: this.quotaStore,
+      writes: deps.writes,
       limits: deps.settings.quotas ?? {},
       processId: deps.processId,
       nameOf: (id) => this.directory.nameOf(id) ?? id,
@@ -79,7 +83,7 @@ export class Team {
       log,
     });
     this.auditStore = new AuditStore(deps.sql);
-    this.audit = new AuditLog(this.auditStore, log);
+    this.audit = new AuditLog(this.auditStore, deps.writes, log);
     this.guard = new TeamRequestGuard({
       users: this.users,
       directory: this.directory,

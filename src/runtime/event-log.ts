@@ -5,7 +5,8 @@
  * in a cluster, relayed to the other processes (fanout.ts). Deltas are numbered in the same
  * sequence but published without being stored (`publishLive`).
  */
-import type { Transaction } from "../store/transaction.js";
+import type { Ride } from "../store/side-writes.js";
+import { inIssueOrder, type Transaction } from "../store/transaction.js";
 import type { ThreadStatus } from "../protocol/common.js";
 import type { ServerNotificationMethod } from "../protocol/methods.js";
 import type { StoredEvent } from "../store/records.js";
@@ -14,7 +15,7 @@ import { LeaseLostError } from "./leases.js";
 import type { LoadedThread } from "./loaded-thread.js";
 import type { ThreadContext } from "./thread-context.js";
 import type { ThreadLeases } from "./thread-leases.js";
-import { inIssueOrder, type SharedNotification, type Subscriber, type ThreadEvent } from "./thread-types.js";
+import type { SharedNotification, Subscriber, ThreadEvent } from "./thread-types.js";
 
 export interface CommitOptions {
   after?: Promise<void>;
@@ -125,7 +126,9 @@ export class EventLog {
     const { store, log } = this.ctx;
     return thread.inOrder(async () => {
       const t0 = performance.now();
+      let riders = true;
       for (let attempt = 1; ; attempt++) {
+        const carried: { ride: Ride | null } = { ride: null };
         try {
           await store.transaction(async (tx) => {
             // A new thread's row first: the fence and the events refer to it.
@@ -138,10 +141,22 @@ export class EventLog {
             // lost), its rows are there already and the events are not stored twice.
             statements.push(store.insertEvents(tx, thread.id, r.stamped, { ifAbsent: attempt > 1 }));
             if (!r.lease && r.reservation !== null) statements.push(store.reserveSeq(tx, thread.id, r.reservation));
+            // Last, so a failing one cannot hide this transaction's own failure: the small writes
+            // waiting for a transaction (an audit row, a token count) commit with this one.
+            const ride = riders ? (store.sideWrites?.board(tx) ?? null) : null;
+            if (ride) statements.push(...(carried.ride = ride).statements);
             await inIssueOrder(statements);
           });
+          carried.ride?.landed();
           break;
         } catch (err) {
+          carried.ride?.missed();
+          if (carried.ride?.caused(err)) {
+            // A rider's own failure: the same attempt again without riders (they go alone).
+            riders = false;
+            attempt--;
+            continue;
+          }
           // Retried in the thread's slot: nothing recorded or published after it overtakes it.
           const final = attempt >= r.attempts || err instanceof LeaseLostError || err instanceof TurnAlreadyEndedError;
           if (final) {

@@ -6,13 +6,13 @@
  * may describe a side effect that already happened (a command ran), and the next step must not be
  * "tell the model it failed". If it still fails, the caller ends the turn (DESIGN.md §4).
  */
-import type { Transaction } from "../store/transaction.js";
+import { inIssueOrder, type Transaction } from "../store/transaction.js";
 import type { ThreadItem } from "../protocol/items.js";
 import type { ItemRecord } from "../store/records.js";
 import { currentCall, type ActiveTurn } from "./active-turn.js";
 import type { TurnDeps } from "./turn-deps.js";
 import type { LoadedThread } from "./loaded-thread.js";
-import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
+import type { ThreadEvent } from "./thread-types.js";
 import { itemRef } from "../store/event-refs.js";
 
 /** Attempts at recording an item's completion before the storage error propagates. */

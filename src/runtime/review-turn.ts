@@ -15,7 +15,8 @@ import type { ActiveTurn } from "./active-turn.js";
 import type { AgentTurns } from "./agent-turn.js";
 import { completedEvent } from "./item-recorder.js";
 import type { LoadedThread } from "./loaded-thread.js";
-import { inIssueOrder, type Subscriber } from "./thread-types.js";
+import { inIssueOrder } from "../store/transaction.js";
+import type { Subscriber } from "./thread-types.js";
 import { firstFailure, turnFailed } from "./turn-errors.js";
 import { assertCwdExists, openingEntries, userItemStarted, type TurnParts } from "./turn-lifecycle.js";
 

@@ -60,9 +60,3 @@ export interface ThreadEvent {
   /** How it is stored when that differs: params referring to item rows instead of repeating them (event-refs.ts). */
   stored?: { params: Record<string, unknown>; itemIds: string[] };
 }
-
-/** Awaits every statement of a pipelined batch; throws the first failure in issue order. */
-export async function inIssueOrder(statements: Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(statements);
-  for (const r of results) if (r.status === "rejected") throw r.reason;
-}

@@ -36,7 +36,7 @@ import type { HistoryBudget } from "./history-budget.js";
 // For callers outside runtime/ (rpc, server, tests), which import these from here.
 export { LoadedThread } from "./loaded-thread.js";
 export { decodeCursor, type ThreadListResult } from "./thread-records.js";
-export { inIssueOrder, ThreadNotFoundError } from "./thread-types.js";
+export { ThreadNotFoundError } from "./thread-types.js";
 export type { ActiveTurnHandle, RuntimeLogger, SharedNotification, Subscriber, ThreadDefaults, ThreadEvent } from "./thread-types.js";
 
 export class ThreadRuntime implements ThreadContext {

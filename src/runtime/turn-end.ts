@@ -26,7 +26,8 @@ import { firstFailure, turnError, turnFailed } from "./turn-errors.js";
 import type { TurnStream } from "./turn-stream.js";
 import { completedTurnView, statusFor } from "./turn-view.js";
 import type { LoadedThread } from "./loaded-thread.js";
-import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
+import { inIssueOrder } from "../store/transaction.js";
+import type { ThreadEvent } from "./thread-types.js";
 import type { ThreadItem } from "../protocol/items.js";
 import { capText, itemRef } from "../store/event-refs.js";
 

@@ -25,9 +25,9 @@ import type { ItemRecorder } from "./item-recorder.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { turnError } from "./turn-errors.js";
 import { contextWindowOf } from "./context-window.js";
-import type { Transaction } from "../store/transaction.js";
+import { inIssueOrder, type Transaction } from "../store/transaction.js";
 import type { LoadedThread } from "./loaded-thread.js";
-import { inIssueOrder, type ThreadEvent } from "./thread-types.js";
+import type { ThreadEvent } from "./thread-types.js";
 import { itemRef } from "../store/event-refs.js";
 import { completedEvent } from "./item-recorder.js";
 

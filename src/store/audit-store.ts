@@ -2,6 +2,7 @@
 import type { JSONValue, Sql } from "postgres";
 import type { AuditEntry } from "../protocol/teams.js";
 import { storableText } from "./text.js";
+import type { Queryable } from "./thread-store.js";
 
 export type NewAuditEntry = Omit<AuditEntry, "id" | "atMs"> & { atMs?: number };
 
@@ -18,11 +19,12 @@ export interface AuditQuery {
 export class AuditStore {
   constructor(private readonly sql: Sql) {}
 
-  async add(e: NewAuditEntry): Promise<void> {
-    await this.sql`
+  /** `q`: where to write it (a transaction it rides, side-writes.ts), the pool when absent. */
+  async add(e: NewAuditEntry, q: Queryable = this.sql): Promise<void> {
+    await q`
       insert into audit_log (at_ms, user_id, user_name, admin, action, thread_id, connection, remote, client, detail)
       values (${e.atMs ?? Date.now()}, ${e.userId}, ${e.userName}, ${e.admin}, ${e.action}, ${e.threadId}, ${e.connection}, ${e.remote}, ${e.client},
-        ${this.sql.json(storableText(e.detail) as JSONValue)})`;
+        ${q.json(storableText(e.detail) as JSONValue)})`;
   }
 
   /** Oldest first, filtered. */

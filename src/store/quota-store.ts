@@ -3,13 +3,17 @@
  * for them lives here.
  */
 import type { Sql } from "postgres";
+import type { Queryable } from "./thread-store.js";
 
 export class QuotaStore {
   constructor(private readonly sql: Sql) {}
 
-  /** Adds a model call's tokens to the user's count of the UTC day `day` (YYYY-MM-DD). */
-  async addTokens(userId: string, day: string, input: number, output: number): Promise<void> {
-    await this.sql`
+  /**
+   * Adds a model call's tokens to the user's count of the UTC day `day` (YYYY-MM-DD). `q`: where
+   * to write it (a transaction it rides, side-writes.ts), the pool when absent.
+   */
+  async addTokens(userId: string, day: string, input: number, output: number, q: Queryable = this.sql): Promise<void> {
+    await q`
       insert into user_token_usage (user_id, day, input_tokens, output_tokens) values (${userId}, ${day}, ${input}, ${output})
       on conflict (user_id, day) do update set
         input_tokens = user_token_usage.input_tokens + excluded.input_tokens,

@@ -2,6 +2,7 @@
 import type { JSONValue, PendingQuery, ReservedSql, Row, Sql, TransactionSql } from "postgres";
 import type { ThreadSortKey } from "../protocol/thread.js";
 import type { NewThread, StoredEvent, ThreadRecord } from "./records.js";
+import type { SideWrites } from "./side-writes.js";
 import { storableText } from "./text.js";
 import { resolveItemRefs } from "./event-refs.js";
 import { searchedPage, snippetsFor, type SearchMatch, type SearchSnippet } from "./thread-search.js";
@@ -100,7 +101,11 @@ function visibleTo(sql: Queryable, userId: string | null | undefined): Fragment 
 }
 
 export class ThreadStore {
-  constructor(readonly sql: Sql) {}
+  /** `sideWrites`: small writes that commit with the next recording transaction (side-writes.ts). */
+  constructor(
+    readonly sql: Sql,
+    readonly sideWrites: SideWrites | null = null,
+  ) {}
 
   transaction<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
     return this.sql.begin(fn) as Promise<T>;

@@ -18,3 +18,9 @@ export function failedCheck(err: unknown, marker: string): boolean {
   const e = err as { code?: string; message?: string } | null;
   return e?.code === "22P02" && typeof e.message === "string" && e.message.includes(`"${marker}"`);
 }
+
+/** Awaits every statement of a pipelined batch; throws the first failure in issue order. */
+export async function inIssueOrder(statements: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(statements);
+  for (const r of results) if (r.status === "rejected") throw r.reason;
+}

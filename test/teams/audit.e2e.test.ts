@@ -9,6 +9,7 @@
 import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runAudit, runUsers } from "../../src/identity/cli.js";
+import type { StartOptions } from "../../src/server.js";
 import { BACKENDS, freshDatabase, type TestDatabase } from "../support/db.js";
 import { startMockModelServer, type MockModelServer } from "../support/mock-model-server.js";
 import { startServerOn, type TestServer } from "../support/server.js";
@@ -35,8 +36,8 @@ describe("the audit trail", () => {
   let cliArgs: string[];
   let cliEnv: NodeJS.ProcessEnv;
 
-  const start = async () => {
-    server = await startServerOn(db, { auth: "token-any-user", authToken: SERVER_TOKEN, modelProvider: "openai", model: "mock-model", providers: mockProviders(mock) }, server !== null);
+  const start = async (limits?: StartOptions["limits"]) => {
+    server = await startServerOn(db, { auth: "token-any-user", authToken: SERVER_TOKEN, modelProvider: "openai", model: "mock-model", providers: mockProviders(mock), ...(limits ? { limits } : {}) }, server !== null);
     return server;
   };
   const stop = async () => {
@@ -144,6 +145,41 @@ describe("the audit trail", () => {
     const bad = capture(cliEnv);
     expect(await runAudit([...cliArgs, "--since", "yesterday"], bad.io)).toBe(2);
     expect(bad.err()).toMatch(/--since: expected an ISO date/);
+  });
+
+  it("a turn's audit row and its user's token count commit inside the transactions that record the turn, not on their own", async () => {
+    // An hour's wait: a row can only be in the database because it rode a recording transaction.
+    const s = await start({ sideWriteMaxWaitMs: 3_600_000 });
+    const team: TeamUsers = await addTeam(s.server.app.team.users, roots.rootOf);
+    const alice = await as(t(team.alice));
+    const thread = (await alice.request("thread/start", {})).thread.id as string;
+    mock.enqueue({ text: "hello", usage: { input: 11, output: 7 } });
+    const { turn } = await alice.request("turn/start", { threadId: thread, input: text("hi") });
+    await turnCompleted(alice, turn.id);
+
+    const sql = s.server.db.sql;
+    const recorded = new Set((await sql<{ xid: string }[]>`select distinct xmin::text as xid from thread_events where thread_id = ${thread}`).map((r) => r.xid));
+    const audit = await sql<{ action: string; xid: string }[]>`select action, xmin::text as xid from audit_log where thread_id = ${thread} order by id`;
+    expect(audit.map((r) => r.action)).toEqual(["thread.created", "turn.started"]);
+    for (const r of audit) expect(recorded).toContain(r.xid);
+    const [usage] = await sql<{ input: number; output: number; xid: string }[]>`
+      select input_tokens::int as input, output_tokens::int as output, xmin::text as xid from user_token_usage where user_id = ${team.alice.record.id}`;
+    expect(usage).toMatchObject({ input: 11, output: 7 });
+    expect(recorded).toContain(usage!.xid);
+
+    // A side write that fails in SQL costs the turn that carries it nothing: the turn's steps are
+    // recorded without it, and only the bad write is lost (its caller is told).
+    const bad = s.server.app.runtime.store.sideWrites!.add((q) => q`insert into no_such_table values (1)`);
+    mock.enqueue({ text: "again", usage: { input: 5, output: 3 } });
+    const second = (await alice.request("turn/start", { threadId: thread, input: text("more") })).turn;
+    await expect(bad).rejects.toThrow(/no_such_table/);
+    expect((await turnCompleted(alice, second.id)).params.turn.status).toBe("completed");
+    const read = await alice.request("thread/read", { threadId: thread, includeTurns: true });
+    expect(read.thread.turns.map((x: { items: Array<{ type: string; text?: string }> }) => x.items.filter((i) => i.type === "agentMessage").map((i) => i.text))).toEqual([["hello"], ["again"]]);
+    await alice.request("account/usage/read", {}); // flushes what waits
+    const [after] = await sql<{ input: number; output: number }[]>`select input_tokens::int as input, output_tokens::int as output from user_token_usage where user_id = ${team.alice.record.id}`;
+    expect(after).toEqual({ input: 16, output: 10 });
+    expect((await sql<{ action: string }[]>`select action from audit_log where thread_id = ${thread} order by id`).map((r) => r.action)).toEqual(["thread.created", "turn.started", "turn.started"]);
   });
 
   it("app-server users add prints the token as its last line; it signs in; list and revoke work on the same database", async () => {

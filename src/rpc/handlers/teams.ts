@@ -89,6 +89,7 @@ export function registerTeamHandlers(conn: Connection, app: AppContext): void {
       target = { userId: user.id, name: user.name };
     }
     const from = utcDay(Date.now() - (DAYS_SHOWN - 1) * 86_400_000);
+    await team.quotas.flush(); // this process's counts still waiting for a transaction
     const [usage, today, running] = await Promise.all([
       team.quotaStore.usage(target.userId, from),
       team.quotaStore.tokensOn(target.userId, utcDay()),
