@@ -11,7 +11,7 @@ import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { createPgliteDump, openDatabase, type DatabaseLogger } from "../src/store/database.js";
 import { MIGRATIONS_DIR } from "../src/store/migrate.js";
-import { manifestFileOf, migrationsHash, pgliteVersion, readSeed, unpackSeed, writeSeed } from "../src/store/pglite-seed.js";
+import { manifestFileOf, migrationsHash, packDataDir, pgliteVersion, readSeed, unpackSeed, writeSeed } from "../src/store/pglite-seed.js";
 import { freshDatabase } from "./support/db.js";
 
 const TIMEOUT = 240_000;
@@ -47,11 +47,12 @@ function recordingLog(): DatabaseLogger & { lines: { obj: object; msg: string }[
 
 async function openFresh(seedFile: string, log: DatabaseLogger) {
   const dataDir = await mkdtemp(path.join(tmp, "home-"));
-  const db = await openDatabase({ dataDir: path.join(dataDir, "pglite"), seedFile, log });
+  const home = path.join(dataDir, "pglite");
+  const db = await openDatabase({ dataDir: home, seedFile, log });
   const migrations = (await db.sql<{ name: string }[]>`select name from schema_migrations order by name`).map((r) => r.name);
   // The schema is there, not only its bookkeeping.
   expect((await db.sql<{ n: number }[]>`select count(*)::int as n from threads`)[0]!.n).toBe(0);
-  return { db, migrations };
+  return { db, migrations, home };
 }
 
 describe("PGlite seed", () => {
@@ -82,14 +83,29 @@ describe("PGlite seed", () => {
     // Archived after PGlite closed it: no server's pid file, so a fresh home needs no crash recovery.
     expect(existsSync(path.join(unpacked, "PG_VERSION"))).toBe(true);
     expect(existsSync(path.join(unpacked, "postmaster.pid"))).toBe(false);
+    // Left out (issue 33 item 3): the template databases and the WAL's zeros. What a first start
+    // decompresses and writes is less than one WAL segment (it was 41 MB with them).
+    expect(seed.data.length).toBeLessThan(16 * 1024 * 1024);
+    expect((await readdir(path.join(unpacked, "pg_wal"))).filter((f) => /^[0-9A-F]{24}$/.test(f))).toHaveLength(1);
     const log = recordingLog();
-    const { db, migrations: applied } = await openFresh(file, log);
+    const { db, migrations: applied, home } = await openFresh(file, log);
     try {
       expect(db.pgliteStart).toBe("seed");
       expect(applied).toEqual(await allMigrations());
       expect(log.lines).toEqual([]);
+      expect((await db.sql<{ datname: string }[]>`select datname from pg_database`).map((r) => r.datname)).toEqual(["postgres"]);
+      // A working database past the seed's WAL: writes, a checkpoint, and a reopen that finds them.
+      await db.sql`insert into audit_log (at_ms, user_name, action) values (1, 'seed-test', 'written')`;
+      await db.sql`checkpoint`;
     } finally {
       await db.close();
+    }
+    const again = await openDatabase({ dataDir: home, seedFile: file });
+    try {
+      expect(again.pgliteStart).toBe("existing");
+      expect((await again.sql<{ action: string }[]>`select action from audit_log where user_name = 'seed-test'`).map((r) => r.action)).toEqual(["written"]);
+    } finally {
+      await again.close();
     }
   }, TIMEOUT);
 
@@ -183,5 +199,35 @@ describe("PGlite seed", () => {
     await mkdir(path.dirname(target));
     unpackSeed(tar, target);
     for (const [name, data] of Object.entries(files)) expect((await readFile(path.join(target, name))).equals(data), name).toBe(true);
+
+    // packDataDir's archive of the same files: zero tails left out (a pax header gives the
+    // length), every byte back after unpacking.
+    const packed = packDataDir(target);
+    expect(packed.length).toBeLessThan(tar.length);
+    const again = path.join(tmp, "sparse-test", "again");
+    unpackSeed(packed, again);
+    for (const [name, data] of Object.entries(files)) expect((await readFile(path.join(again, name))).equals(data), name).toBe(true);
+  });
+
+  it("a pax header that is malformed or states a length below the stored bytes is refused, and nothing is left behind", async () => {
+    const dir = path.join(tmp, "pax-src");
+    await mkdir(path.join(dir, "pg_wal"), { recursive: true });
+    await writeFile(path.join(dir, "pg_wal", "seg"), Buffer.concat([Buffer.alloc(100, 9), Buffer.alloc(8192 * 4)]));
+    const good = packDataDir(dir);
+    const text = good.toString("latin1");
+    const record = /(\d+) AAS\.size=(\d+)\n/.exec(text)!;
+    expect(Number(record[2])).toBe(100 + 8192 * 4);
+    // Same-length edits keep the tar headers valid: only the pax record is wrong.
+    const shorter = Buffer.from(text.replace(record[0], `${record[1]} AAS.size=${"9".padStart(record[2]!.length, "0")}\n`), "latin1");
+    const garbled = Buffer.from(text.replace(record[0], "x".repeat(record[0].length)), "latin1");
+    for (const [bad, message] of [
+      [shorter, /shorter than the stored 100 bytes/],
+      [garbled, /bad pax header record/],
+    ] as const) {
+      const target = path.join(tmp, "pax-test", "pgdata");
+      await mkdir(path.dirname(target), { recursive: true });
+      expect(() => unpackSeed(bad, target)).toThrow(message);
+      expect(await readdir(path.dirname(target))).toEqual([]);
+    }
   });
 });

@@ -9,8 +9,10 @@
  * opens it like any existing home: handing the dump to PGlite's `loadDataDir` instead kept ~100 MB
  * more RSS (its copies of the 40 MB tarball stayed referenced).
  *
- * The dump is gzip-compressed (~4.5 MB instead of ~40 MB in the package); gzip's CRC also makes a
- * damaged file fail to load instead of producing a damaged database. A manifest next to it says
+ * The dump leaves out what a fresh home does not need (the template databases, the WAL's zeros:
+ * database.ts, createPgliteDump) and is gzip-compressed: ~1 MB in the package, 9 MB unpacked (41 MB
+ * before issue 33). gzip's CRC also makes a damaged file fail to load instead of producing a
+ * damaged database. A manifest next to it says
  * which PGlite made it: a data directory of another PGlite version is not used.
  */
 import { createHash } from "node:crypto";
@@ -35,7 +37,15 @@ export interface SeedManifest {
   migrations: string[];
   /** sha256 of the migration files' names and contents: the build rewrites the seed when they change. */
   migrationsHash: string;
+  /** How the build made it (SEED_FORMAT): the build rewrites a seed of an older way. */
+  format?: number;
 }
+
+/**
+ * 2: without the template databases and the WAL's zeros (createPgliteDump, packDataDir). Seeds of
+ * format 1 still unpack and open; the build replaces them because they unpack 41 MB instead of 9.
+ */
+export const SEED_FORMAT = 2;
 
 export const manifestFileOf = (seedFile: string) => seedFile.replace(/\.tar\.gz$/, "") + ".json";
 
@@ -122,11 +132,11 @@ const PAGE = 8192;
 const ZERO_PAGE = Buffer.alloc(PAGE);
 
 /**
- * Writes `data` to a new file, leaving its all-zero pages as holes: a fresh data directory is
- * ~40 MB, a fifth of it zeros (most of the 16 MB WAL segment, empty pages), and reading a hole gives
- * the same zeros without their being written at every first start (issue 33: PGlite first start).
+ * Writes `data` to a new file of `size` bytes (the rest zeros), leaving its all-zero pages as
+ * holes: a data directory's WAL segment is 16 MiB, almost all zeros, and reading a hole gives the
+ * same zeros without their being written at every first start (issue 33: PGlite first start).
  */
-function writeSparse(file: string, data: Buffer): void {
+function writeSparse(file: string, data: Buffer, size: number): void {
   const fd = openSync(file, "w", 0o600);
   try {
     let start = -1; // start of the current run of non-zero pages
@@ -140,7 +150,7 @@ function writeSparse(file: string, data: Buffer): void {
       }
     }
     if (start >= 0) writeAll(fd, data.subarray(start), start);
-    ftruncateSync(fd, data.length); // the file's full length, trailing zeros included
+    ftruncateSync(fd, size); // the file's full length, trailing zeros included
   } finally {
     closeSync(fd);
   }
@@ -152,9 +162,43 @@ function writeAll(fd: number, chunk: Buffer, position: number): void {
 }
 
 /**
- * Unpacks PGlite's dump (a ustar archive of the data directory: regular files and directories
- * only) into `dir`, which must not exist. It is written next to `dir` and renamed into place, so
- * a crash half-way never leaves a data directory that looks complete (PG_VERSION present).
+ * The pax extended-header keyword (a vendor's, which other tar readers ignore) giving the length
+ * of the next file when the archive stores it without its trailing zeros: packDataDir leaves out
+ * the zero tail of a WAL segment (16 MiB, a few KiB of it written), so a first start neither
+ * decompresses nor writes it.
+ */
+const PAX_SIZE = "AAS.size";
+
+/** The records of a pax extended header (`<length> <key>=<value>\n` each). */
+function paxRecords(data: Buffer): Map<string, string> {
+  const records = new Map<string, string>();
+  let at = 0;
+  while (at < data.length) {
+    const space = data.indexOf(0x20, at);
+    const length = Number(data.subarray(at, space).toString("latin1"));
+    if (space < 0 || !Number.isInteger(length) || length <= 0 || at + length > data.length) throw new Error(`bad pax header record at byte ${at}`);
+    const record = data.subarray(space + 1, at + length - 1).toString("utf8");
+    const eq = record.indexOf("=");
+    if (eq < 0) throw new Error(`bad pax header record: ${JSON.stringify(record)}`);
+    records.set(record.slice(0, eq), record.slice(eq + 1));
+    at += length;
+  }
+  return records;
+}
+
+/** One pax record: its length counts its own digits. */
+function paxRecord(key: string, value: string): string {
+  const body = ` ${key}=${value}\n`;
+  let length = Buffer.byteLength(body);
+  while (String(length).length + Buffer.byteLength(body) !== length) length = String(length).length + Buffer.byteLength(body);
+  return `${length}${body}`;
+}
+
+/**
+ * Unpacks PGlite's dump (a ustar archive of the data directory: regular files and directories,
+ * and pax headers giving a file's length past its stored bytes) into `dir`, which must not exist.
+ * It is written next to `dir` and renamed into place, so a crash half-way never leaves a data
+ * directory that looks complete (PG_VERSION present).
  */
 export function unpackSeed(tar: Buffer, dir: string): void {
   const tmp = `${dir}.unpacking`;
@@ -170,6 +214,8 @@ export function unpackSeed(tar: Buffer, dir: string): void {
   try {
     let offset = 0;
     let files = 0;
+    /** The next file's length from a pax header (null: its stored length). */
+    let paxSize: number | null = null;
     while (offset + 512 <= tar.length) {
       const header = tar.subarray(offset, offset + 512);
       if (header.every((b) => b === 0)) break; // end of archive
@@ -184,10 +230,17 @@ export function unpackSeed(tar: Buffer, dir: string): void {
       if (target !== tmp && !target.startsWith(tmp + path.sep)) throw new Error(`tar entry outside the directory: ${name}`);
       offset += 512;
       if (offset + size > tar.length) throw new Error(`truncated tar entry ${name}`);
-      if (type === "5") makeDir(target);
+      if (type === "x") {
+        const stated = paxRecords(tar.subarray(offset, offset + size)).get(PAX_SIZE);
+        paxSize = stated === undefined ? null : Number(stated);
+        if (paxSize !== null && !(Number.isSafeInteger(paxSize) && paxSize >= 0)) throw new Error(`bad ${PAX_SIZE} in the pax header of ${name}`);
+      } else if (type === "5") makeDir(target);
       else if (type === "0" || type === "\0") {
         makeDir(path.dirname(target));
-        writeSparse(target, tar.subarray(offset, offset + size));
+        const real = paxSize ?? size;
+        if (real < size) throw new Error(`${PAX_SIZE} ${real} is shorter than the stored ${size} bytes of ${name}`);
+        writeSparse(target, tar.subarray(offset, offset + size), real);
+        paxSize = null;
         files++;
       } else throw new Error(`unsupported tar entry type ${JSON.stringify(type)} (${name})`);
       offset += Math.ceil(size / 512) * 512;
@@ -200,14 +253,27 @@ export function unpackSeed(tar: Buffer, dir: string): void {
   }
 }
 
+/** The length of `data` without its trailing zero bytes. */
+function withoutZeroTail(data: Buffer): number {
+  let end = data.length;
+  while (end > 0 && data[end - 1] === 0) end--;
+  return end;
+}
+
 /**
  * A ustar archive of the data directory `dir` (directories and regular files, as unpackSeed reads
- * it): the build archives a closed, cleanly shut down directory (createPgliteDump).
+ * it): the build archives a closed, cleanly shut down directory (createPgliteDump). A file's
+ * trailing zeros are left out, its length given in a pax header.
  */
 export function packDataDir(dir: string): Buffer {
   const parts: Buffer[] = [];
-  const add = (name: string, type: "0" | "5", data: Buffer) => {
+  const add = (name: string, type: "0" | "5" | "x", data: Buffer) => {
     parts.push(tarHeader(name, type, data.length), data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  };
+  const addFile = (name: string, data: Buffer) => {
+    const stored = withoutZeroTail(data);
+    if (stored < data.length) add(`PaxHeaders/${path.basename(name)}`, "x", Buffer.from(paxRecord(PAX_SIZE, String(data.length))));
+    add(name, "0", data.subarray(0, stored));
   };
   const walk = (rel: string) => {
     for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
@@ -215,7 +281,7 @@ export function packDataDir(dir: string): Buffer {
       if (e.isDirectory()) {
         add(`${name}/`, "5", Buffer.alloc(0));
         walk(name);
-      } else if (e.isFile()) add(name, "0", readFileSync(path.join(dir, name)));
+      } else if (e.isFile()) addFile(name, readFileSync(path.join(dir, name)));
       else throw new Error(`not a regular file or directory: ${name}`);
     }
   };
@@ -224,7 +290,7 @@ export function packDataDir(dir: string): Buffer {
   return Buffer.concat(parts);
 }
 
-function tarHeader(name: string, type: "0" | "5", size: number): Buffer {
+function tarHeader(name: string, type: "0" | "5" | "x", size: number): Buffer {
   // Names longer than 100 bytes are split at a "/" into prefix (≤ 155) and name (≤ 100).
   let prefix = "";
   let rest = name;
