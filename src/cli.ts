@@ -7,7 +7,7 @@ import { ConfigError, DEFAULT_LISTEN, DEFAULT_MODELS, loadApiKeyFiles, missingAp
 import { createLogger, routeConsoleWarnings, type Logger } from "./log.js";
 import { listeningBanner } from "./playground-address.js";
 import { describeStartError } from "./start-error.js";
-import { limitYoungGeneration } from "./runtime/memory-release.js";
+import { limitYoungGeneration, releaseAfterWork } from "./runtime/memory-release.js";
 import type { RunningServer } from "./server.js";
 import { VERSION } from "./version.js";
 import { AUTH_TOKEN_FILE } from "./transport/auth.js";
@@ -286,8 +286,10 @@ async function serve(args: string[]): Promise<number> {
   }
   const server = started;
   running(server);
-  // From now on V8's young generation keeps the size start-up gave it (runtime/memory-release.ts says why).
+  // On Node 20, from now on V8's young generation keeps the size start-up gave it (runtime/memory-release.ts says why).
   limitYoungGeneration();
+  // Start-up's own garbage (module evaluation, schemas built once) is given back once idle.
+  releaseAfterWork(() => false);
   flushCompileCacheSoon();
   if (worker) {
     worker.notifyReady(server.url);
