@@ -1,4 +1,5 @@
 /** The `app-server` command: serve, exec, threads, generate-json-schema, --help. */
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import nodeModule from "node:module";
 import path from "node:path";
@@ -9,6 +10,7 @@ import { listeningBanner } from "./playground-address.js";
 import { describeStartError } from "./start-error.js";
 import { limitYoungGeneration, releaseAfterWork } from "./runtime/memory-release.js";
 import type { RunningServer } from "./server.js";
+import type { StoreOpening } from "./open-store.js";
 import { VERSION } from "./version.js";
 import { AUTH_TOKEN_FILE } from "./transport/auth.js";
 
@@ -259,18 +261,22 @@ async function serve(args: string[]): Promise<number> {
   routeConsoleWarnings(log);
   const keyWarning = missingApiKeyWarning(config.modelProvider, process.env);
   if (keyWarning) log.warn({ modelProvider: config.modelProvider }, keyWarning);
+  // The store reports through the server's log (e.g. a fresh PGlite home without a usable seed).
+  const database = { log, ...(config.databaseSchema ? { schema: config.databaseSchema } : {}) };
   let started: RunningServer;
+  let store: StoreOpening | undefined;
   try {
+    // The store opens while the server's modules load: an embedded database starts in its own
+    // thread meanwhile (open-store.ts). startServer owns it, and reports its failures.
+    const { openStore } = await import("./open-store.js");
+    const processId = randomUUID();
+    store = { processId, db: openStore({ ...config, database }, processId, startup.signal) };
+    store.db.catch(() => {}); // awaited by startServer; until then a failure is nobody's
     const { startServer } = await import("./server.js");
-    started = await startServer({
-      ...config,
-      log,
-      // The store reports through the server's log (e.g. a fresh PGlite home without a usable seed).
-      database: { log, ...(config.databaseSchema ? { schema: config.databaseSchema } : {}) },
-      onStdioEnd: () => void stop("stdin closed"),
-      signal: startup.signal,
-    });
+    started = await startServer({ ...config, log, database, store, onStdioEnd: () => void stop("stdin closed"), signal: startup.signal });
   } catch (err) {
+    // A failure before startServer took the store (loading the server's modules): close it here.
+    await store?.db.then((db) => db.close(), () => {});
     if (startup.signal.aborted) {
       log.info({}, "stopped");
       return 0;

@@ -30,8 +30,8 @@ import type { ProviderId, ProviderOptions } from "./providers/index.js";
 import { ProviderPool } from "./runtime/provider-pool.js";
 import { providerCredentials } from "./runtime/provider-credentials.js";
 import { ThreadRuntime } from "./runtime/threads.js";
-import { sessionNameOf } from "./store/lease-store.js";
-import { leaseTtlFromEnv, startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
+import { startCluster, type ClusterHandle } from "./runtime/cluster-start.js";
+import { openStore, type StoreOpening } from "./open-store.js";
 import { DEFAULT_STREAM_IDLE_TIMEOUT_MS, TurnRunner, type TurnSettings } from "./runtime/turns.js";
 import { loadHookConfig } from "./hooks/config.js";
 import { HookRunner } from "./hooks/runner.js";
@@ -39,7 +39,7 @@ import { TurnStore } from "./store/turn-store.js";
 import { HistoryLog } from "./runtime/history-log.js";
 import { HistoryBudget } from "./runtime/history-budget.js";
 import { ThreadHistoryOps } from "./runtime/thread-history-ops.js";
-import { openDatabase, type Database, type OpenDatabaseOptions } from "./store/database.js";
+import type { Database, OpenDatabaseOptions } from "./store/database.js";
 import { analyzeDatabase } from "./store/maintenance.js";
 import { SideWrites } from "./store/side-writes.js";
 import { ThreadStore } from "./store/thread-store.js";
@@ -70,6 +70,11 @@ export interface StartOptions extends ServerConfig {
   cwd?: string;
   /** Extra store options (tests: schema per test, PGlite fixtures). */
   database?: Partial<OpenDatabaseOptions>;
+  /**
+   * The store, already being opened with these options (the CLI starts it before this module
+   * loads). startServer owns it from here: it is closed on every failure, like one opened here.
+   */
+  store?: StoreOpening;
   /** stdio only: streams to use instead of the process's. */
   stdio?: { input: NodeJS.ReadableStream; output: NodeJS.WritableStream };
   /** stdio only: called when the client closes stdin. */
@@ -183,8 +188,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
   // The cluster's id of this process, known before the database opens: its sessions carry it, so
   // a process that takes this one for dead can end them (LeaseStore.endSessionsOfDead).
-  const processId = randomUUID();
-  const db = await openStore(opts, processId, signal).catch(async (err: unknown) => {
+  const processId = opts.store?.processId ?? randomUUID();
+  const db = await (opts.store?.db ?? openStore(opts, processId, signal)).catch(async (err: unknown) => {
     await ws?.close();
     throw err;
   });
@@ -421,30 +426,6 @@ function startWebSocket(
     onOverflow: () => metrics.overflowCloses.inc(),
     onConnectionsChanged: (n) => metrics.setConnections(n),
   });
-}
-
-/** Opens (and migrates) the store; stops at once, having closed it, when the start is aborted. */
-async function openStore(opts: StartOptions, processId: string, signal: AbortSignal | undefined): Promise<Database> {
-  signal?.throwIfAborted();
-  const poolMax = Number(process.env.APP_SERVER_DB_POOL_MAX ?? 10);
-  const opening = openDatabase({
-    databaseUrl: opts.databaseUrl,
-    dataDir: path.join(opts.home, "pglite"),
-    maxConnections: Number.isSafeInteger(poolMax) && poolMax > 0 ? poolMax : 10,
-    idleInTransactionTimeoutMs: leaseTtlFromEnv(process.env),
-    applicationName: sessionNameOf(processId),
-    ...(process.env.APP_SERVER_PGLITE_SHARED_BUFFERS ? { pgliteSharedBuffers: process.env.APP_SERVER_PGLITE_SHARED_BUFFERS } : {}),
-    ...(signal ? { signal } : {}),
-    ...opts.database,
-  });
-  // A Postgres connection (30 s to time out against an address that does not answer) is
-  // abandoned on abort; PGlite stops between its steps itself (openDatabase's signal).
-  const db = opts.databaseUrl ? await unlessAborted(opening, signal, (late) => late.close()) : await opening;
-  if (signal?.aborted) {
-    await db.close();
-    signal.throwIfAborted();
-  }
-  return db;
 }
 
 /**

@@ -42,7 +42,7 @@ async function makeSeed(name: string, migrationsDir: string): Promise<string> {
 
 function recordingLog(): DatabaseLogger & { lines: { obj: object; msg: string }[] } {
   const lines: { obj: object; msg: string }[] = [];
-  return { lines, info: (obj, msg) => lines.push({ obj, msg }), warn: (obj, msg) => lines.push({ obj, msg }) };
+  return { lines, info: (obj, msg) => lines.push({ obj, msg }), warn: (obj, msg) => lines.push({ obj, msg }), error: (obj, msg) => lines.push({ obj, msg }) };
 }
 
 async function openFresh(seedFile: string, log: DatabaseLogger) {

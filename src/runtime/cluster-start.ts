@@ -13,7 +13,8 @@ import { PgNotifyChannel } from "../store/notify-channel.js";
 import { RecoveryStore } from "../store/recovery-store.js";
 import { ClusterLinks } from "./cluster.js";
 import { Fanout } from "./fanout.js";
-import { DEFAULT_LEASE_TTL_MS, LeaseManager } from "./leases.js";
+import { leaseTtlFromEnv, positiveSetting } from "./lease-ttl.js";
+import { LeaseManager } from "./leases.js";
 import { RemoteCommands } from "./remote-commands.js";
 import { Sweeper } from "./sweeper.js";
 import type { RuntimeLogger } from "./thread-types.js";
@@ -29,11 +30,6 @@ export interface ClusterHandle {
 interface Logger extends RuntimeLogger {
   child(bindings: object): Logger;
 }
-
-const positive = (text: string | undefined, fallback: number) => {
-  const n = Number(text);
-  return text !== undefined && Number.isSafeInteger(n) && n > 0 ? n : fallback;
-};
 
 /**
  * The home directory's node id: a process restarted on the same home expires its predecessor's
@@ -57,17 +53,12 @@ async function nodeIdOf(home: string): Promise<{ id: string | null; unlock: () =
   return { id, unlock };
 }
 
-/** APP_SERVER_LEASE_TTL_MS, or the default: how long a silent process keeps its leases. */
-export function leaseTtlFromEnv(env: NodeJS.ProcessEnv): number {
-  return positive(env.APP_SERVER_LEASE_TTL_MS, DEFAULT_LEASE_TTL_MS);
-}
-
 export async function startCluster(opts: { db: Database; home: string; runtime: ThreadRuntime; turns: TurnRunner; log: Logger; env: NodeJS.ProcessEnv; processId?: string }): Promise<ClusterHandle> {
   const { db, runtime, turns } = opts;
   const log = opts.log.child({ component: "cluster" });
   const ttlMs = leaseTtlFromEnv(opts.env);
-  const sweepMs = positive(opts.env.APP_SERVER_SWEEP_INTERVAL_MS, Math.min(5000, Math.max(100, Math.floor(ttlMs / 2))));
-  const relayMs = positive(opts.env.APP_SERVER_RELAY_INTERVAL_MS, 20);
+  const sweepMs = positiveSetting(opts.env.APP_SERVER_SWEEP_INTERVAL_MS, Math.min(5000, Math.max(100, Math.floor(ttlMs / 2))));
+  const relayMs = positiveSetting(opts.env.APP_SERVER_RELAY_INTERVAL_MS, 20);
   const node = await nodeIdOf(opts.home);
   const leases = new LeaseManager(new LeaseStore(db.sql), { ttlMs, nodeId: node.id, ...(opts.processId ? { processId: opts.processId } : {}) }, log);
   const links = new ClusterLinks(leases, runtime, log);

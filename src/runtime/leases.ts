@@ -20,8 +20,6 @@ import type { LeaseStore, LeasedRow } from "../store/lease-store.js";
 import { TurnRequestError } from "./turn-errors.js";
 import type { RuntimeLogger } from "./thread-types.js";
 
-export const DEFAULT_LEASE_TTL_MS = 30_000;
-
 /** A thread is leased by another live process (or a turn of a dead one awaits the sweeper). */
 /** How long a claim waits for an owner that ended its turn to release the lease (40 × 50 ms). */
 const RELEASE_WAIT_ATTEMPTS = 40;

@@ -1,26 +1,30 @@
 /**
  * Opens the system of record: a real Postgres through postgres.js when a URL is given, otherwise
- * embedded PGlite (data under the home directory) reached through pglite-socket, so that the
- * same postgres.js code and SQL serve both (DESIGN.md §6).
+ * embedded PGlite (data under the home directory, run in a thread of its own: embedded-postgres.ts)
+ * reached through pglite-socket, so that the same postgres.js code and SQL serve both (DESIGN.md §6).
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import postgres, { type Sql } from "postgres";
 import { lockDirectory } from "./dir-lock.js";
+import { EmbeddedPostgres } from "./embedded-postgres.js";
 import { MIGRATIONS_DIR, runMigrations } from "./migrate.js";
 import { packDataDir, readSeed, SEED_FILE, unpackSeed } from "./pglite-seed.js";
 import { unlessAborted } from "../abortable.js";
+import { makeDirectory } from "../make-directory.js";
 
 export interface Database {
   readonly kind: "postgres" | "pglite";
   readonly sql: Sql;
   /** PGlite: how a new data directory was made ("seed" or "initdb"); "existing" otherwise. */
   readonly pgliteStart?: "existing" | "seed" | "initdb" | "loadDataDir";
+  /** PGlite only: the thread it runs in (embedded-postgres.ts). */
+  readonly embedded?: EmbeddedPostgres;
   /** PGlite only: a dump of the data directory (the build writes the seed with it). */
   dumpDataDir?(): Promise<Blob>;
   close(): Promise<void>;
@@ -29,6 +33,7 @@ export interface Database {
 export interface DatabaseLogger {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
 }
 
 export interface OpenDatabaseOptions {
@@ -89,8 +94,19 @@ const types = {
   bigint: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) },
 };
 
+/**
+ * postgres.js waits 3^retries/100 s (up to 20 s) between reconnects, counted over the whole pool:
+ * after a short outage every query (heartbeats included) then hung for up to 20 s past the
+ * database's return, long enough for other processes to judge this one dead. Retry at most every
+ * second instead (issue 12, Postgres outages; an embedded database being revived likewise).
+ */
+const reconnectBackoff = (retries: number) => Math.min(0.05 * 2 ** retries, 1);
+
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
-  const db = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts) : await openPglite(opts);
+  const opened = opts.databaseUrl ? await openPostgres(opts.databaseUrl, opts) : await openPglite(opts);
+  // Closing twice is closing once: the CLI and startServer may both close a store opened early.
+  let closing: Promise<void> | undefined;
+  const db: Database = { ...opened, close: () => (closing ??= opened.close()) };
   if (opts.migrate !== false) {
     try {
       await runMigrations(db.sql, opts.migrationsDir ?? MIGRATIONS_DIR);
@@ -117,7 +133,7 @@ async function openPostgres(url: string, opts: OpenDatabaseOptions): Promise<Dat
     // pool: after a short outage every query (heartbeats included) then hung for up to 20 s past
     // the database's return, long enough for other processes to judge this one dead. Retry
     // at most every second instead (issue 12, Postgres outages).
-    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
+    backoff: reconnectBackoff,
     ...quiet,
     types,
     connection: {
@@ -197,26 +213,21 @@ function sharedBuffersOf(opts: OpenDatabaseOptions): string {
 
 async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
   if (!opts.dataDir) throw new Error("embedded database needs a data directory");
-  await mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Not Node's recursive mkdir: it spins forever under /proc (make-directory.ts).
+  await makeDirectory(opts.dataDir, 0o700);
   const unlock = lockDirectory(opts.dataDir);
   const signal = opts.signal;
   try {
     const pgdata = path.join(opts.dataDir, "pgdata");
-    // Loaded lazily: the WASM module costs start-up time and memory that Postgres users never need.
-    // A fresh home's seed is read and decompressed (zlib, on the thread pool) while they load.
-    const [{ PGlite }, { PGLiteSocketServer }, initial] = await Promise.all([
-      import("@electric-sql/pglite"),
-      import("@electric-sql/pglite-socket"),
-      initialData(pgdata, opts),
-    ]);
+    // A fresh home's seed is read and decompressed (zlib, on the thread pool) before PGlite starts.
+    let start = await initialData(pgdata, opts);
     signal?.throwIfAborted();
-    let start = initial;
     if (start.how === "initdb") await initdbInChild(pgdata, opts);
     signal?.throwIfAborted();
-    const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffersOf(opts)}`];
-    let pg;
+    const launch = { pgdata, socketDir: opts.dataDir, startParams: ["-c", `shared_buffers=${sharedBuffersOf(opts)}`], ...(signal ? { signal } : {}), ...(opts.log ? { log: opts.log } : {}) };
+    let embedded: EmbeddedPostgres;
     try {
-      pg = await unlessAborted(PGlite.create(pgdata, start.data ? { loadDataDir: start.data, startParams } : { startParams }), signal, (late) => late.close());
+      embedded = await EmbeddedPostgres.start({ ...launch, ...(start.data ? { loadDataDir: start.data } : {}) });
     } catch (err) {
       if (start.how !== "seed" || signal?.aborted) throw err;
       // The directory did not exist before (no PG_VERSION): what the failed load left is ours to remove.
@@ -224,30 +235,20 @@ async function openPglite(opts: OpenDatabaseOptions): Promise<Database> {
       await rm(pgdata, { recursive: true, force: true });
       start = { how: "initdb" };
       await initdbInChild(pgdata, opts);
-      pg = await PGlite.create(pgdata, { startParams });
+      embedded = await EmbeddedPostgres.start(launch);
     }
-    if (signal?.aborted) {
-      await pg.close().catch(() => {});
-      signal.throwIfAborted();
-    }
-    // PGlite is a single session: one postgres.js connection (max 1) and one spare socket slot.
-    // It listens on loopback on a random port; nothing else on the machine knows the port.
-    const server = new PGLiteSocketServer({ db: pg, host: "127.0.0.1", port: 0, maxConnections: 2 });
-    await server.start();
-    const [host, port] = server.getServerConn().split(":");
-    const sql = postgres({ host, port: Number(port), user: "postgres", database: "postgres", max: 1, ...quiet, types });
-    const db = pg;
+    const sql = postgres({ path: embedded.socketPath, user: "postgres", database: "postgres", max: 1, backoff: reconnectBackoff, ...quiet, types });
     const stopAnalyzing = analyzeGrowingTables(sql, opts);
     return {
       kind: "pglite",
       sql,
       pgliteStart: start.how,
-      dumpDataDir: () => db.dumpDataDir("none"),
+      embedded,
+      dumpDataDir: () => embedded.dump(),
       close: async () => {
         stopAnalyzing();
         await sql.end({ timeout: 5 }).catch(() => {});
-        await server.stop().catch(() => {});
-        await db.close().catch(() => {});
+        await embedded.close().catch(() => {});
         unlock();
       },
     };
