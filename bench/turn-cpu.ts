@@ -1,11 +1,13 @@
 /**
- * `npx tsx bench/turn-cpu.ts [--turns=300] [--threads=10] [--chunks=5] [--cpu-prof=DIR] [--app=DIR]`
+ * `npx tsx bench/turn-cpu.ts [--turns=300] [--threads=10] [--chunks=5] [--cpu-prof=DIR] [--app=DIR] [--backend=postgres|pglite]`
  * (issue 33 item 1: "each turn costs ~6–7 ms of CPU outside its deltas"): the server's CPU for
  * message-only turns run one after another, split per turn. The built CLI of DIR (default this
- * tree; build it first) on a throwaway Postgres database, its `openai` provider pointed at the
+ * tree; build it first) on a throwaway Postgres database (or, with --backend=pglite, the embedded
+ * database of a throwaway home; server CPU then includes PGlite's), its `openai` provider pointed at the
  * bench's mock model; --cpu-prof runs it under `node --cpu-prof` (summarise the profile with
  * bench/profile-summary.mjs). Only 127.0.0.1 traffic; the database is dropped at the end.
  */
+import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,9 +26,18 @@ const TURNS = Number(opt("turns") ?? 300);
 const THREADS = Number(opt("threads") ?? 10);
 const CHUNKS = Number(opt("chunks") ?? 5);
 const CPU_PROF = opt("cpu-prof") ? path.resolve(opt("cpu-prof")!) : null;
+const BACKEND = opt("backend") ?? "postgres";
+if (BACKEND !== "postgres" && BACKEND !== "pglite") throw new Error(`--backend=${BACKEND}: postgres or pglite`);
+
+/** The database the server runs on: a throwaway Postgres database, or a throwaway PGlite home. */
+async function throwawayStore(): Promise<{ home: string; databaseUrl?: string; drop(): Promise<void> }> {
+  if (BACKEND === "postgres") return throwawayPostgres("aas-turncpu-");
+  const home = await mkdtemp(path.join(os.tmpdir(), "aas-turncpu-"));
+  return { home, drop: () => rm(home, { recursive: true, force: true }) };
+}
 
 async function main() {
-  const db = await throwawayPostgres("aas-turncpu-");
+  const db = await throwawayStore();
   const mock = await BenchMock.start({ text: textChunks(CHUNKS) }, false);
   let srv: Awaited<ReturnType<typeof spawnServer>> | undefined;
   try {
@@ -35,7 +46,7 @@ async function main() {
       command: [process.execPath, ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []), path.join(APP, "bin", "app-server.js")],
       cwd: APP,
       home: db.home,
-      databaseUrl: db.databaseUrl,
+      ...(db.databaseUrl ? { databaseUrl: db.databaseUrl } : {}),
       timeoutMs: 30_000,
       env: mock.serverEnv(),
     });
@@ -58,7 +69,7 @@ async function main() {
     const systemMs = (cpu1.system - cpu0.system) * 1000;
     const w = summarize(wall);
     console.log(
-      `${TURNS} turns × ${CHUNKS} chunks on ${THREADS} threads, load ${os.loadavg()[0]!.toFixed(2)}: server CPU ${((userMs + systemMs) / TURNS).toFixed(2)} ms a turn (user ${(userMs / TURNS).toFixed(2)}, kernel ${(systemMs / TURNS).toFixed(2)}); ` +
+      `${BACKEND}: ${TURNS} turns × ${CHUNKS} chunks on ${THREADS} threads, load ${os.loadavg()[0]!.toFixed(2)}: server CPU ${((userMs + systemMs) / TURNS).toFixed(2)} ms a turn (user ${(userMs / TURNS).toFixed(2)}, kernel ${(systemMs / TURNS).toFixed(2)}); ` +
         `turn p50 ${w.p50.toFixed(1)} ms, p99 ${w.p99.toFixed(1)} ms; window ${t0 / 1000n}–${t1 / 1000n} µs (profile clock)`,
     );
     await c.close();

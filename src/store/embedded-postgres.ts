@@ -180,9 +180,11 @@ function startWorker(opts: EmbeddedPostgresOptions, socketPath: string, loadData
     workerData: { pgdata: opts.pgdata, socketPath, startParams: opts.startParams, ...(loadDataDir ? { loadDataDir } : {}) },
     // The server's --import hooks and heap flags are not the database's business.
     execArgv: [],
-    stdout: false,
-    stderr: false,
+    // Anything PGlite prints goes to stderr: over stdio (and ACP) the process's stdout is the
+    // protocol, and a worker's console writes to it directly, past the main thread's console.
+    stdout: true,
   });
+  worker.stdout.pipe(process.stderr, { end: false });
   return new Promise<Worker>((resolve, reject) => {
     let failure: Error | undefined;
     const onAbort = () => void worker.terminate();
