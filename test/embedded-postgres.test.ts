@@ -3,7 +3,7 @@
  * socket only this user may use, queries that leave the server's event loop free, a thread that
  * dies and is started again with the data intact, and a clean close.
  */
-import { lstat, readFile, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, readlink, stat } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openDatabase, type Database } from "../src/store/database.js";
@@ -27,15 +27,25 @@ afterEach(async () => {
   }
 });
 
-/** The loopback TCP ports the process listens on (its own sockets in /proc/net/tcp). */
+/**
+ * The TCP ports this process listens on: the LISTEN rows of /proc/net/tcp{,6} whose socket inode is
+ * one of this process's open files (the tables are the whole machine's, where other tests run).
+ */
 async function listeningTcpPorts(): Promise<number[]> {
-  const table = await readFile("/proc/net/tcp", "utf8").catch(() => "");
-  return table
-    .split("\n")
-    .slice(1)
-    .map((line) => line.trim().split(/\s+/))
-    .filter((cols) => cols[3] === "0A") // LISTEN
-    .map((cols) => parseInt(cols[1]!.split(":")[1]!, 16));
+  const inodes = new Set<string>();
+  for (const fd of await readdir("/proc/self/fd")) {
+    const target = await readlink(`/proc/self/fd/${fd}`).catch(() => "");
+    const m = /^socket:\[(\d+)\]$/.exec(target);
+    if (m) inodes.add(m[1]!);
+  }
+  const ports: number[] = [];
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    for (const line of (await readFile(table, "utf8").catch(() => "")).split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols[3] === "0A" && inodes.has(cols[9]!)) ports.push(parseInt(cols[1]!.split(":").at(-1)!, 16));
+    }
+  }
+  return ports;
 }
 
 describe("the embedded database's thread", () => {
@@ -50,7 +60,7 @@ describe("the embedded database's thread", () => {
     expect((await stat(test.options.dataDir!)).mode & 0o777).toBe(0o700);
     const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from threads`;
     expect(n).toBe(0);
-    // No new listening TCP port appeared with the database (before: pglite-socket on 127.0.0.1).
+    // This process listens on no new TCP port (before: pglite-socket on a loopback port).
     const after = await listeningTcpPorts();
     expect(after.filter((p) => !before.includes(p))).toEqual([]);
     await db.close();
