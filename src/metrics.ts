@@ -134,6 +134,21 @@ export class Metrics implements TurnObserver {
     });
   }
 
+  /** The embedded database's thread dying (store/embedded-postgres.ts starts it again), read at scrape time. */
+  trackEmbeddedDatabase(failures: () => number): void {
+    let counted = 0;
+    new Counter({
+      name: "app_server_embedded_database_failures_total",
+      help: "Times the embedded database's thread died (each time it is started again on the same directory)",
+      registers: [this.registry],
+      collect() {
+        const n = failures();
+        if (n > counted) this.inc(n - counted);
+        counted = n;
+      },
+    });
+  }
+
   setConnections(n: number): void {
     this.connections.set(n);
   }

@@ -195,6 +195,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   });
   log.info({ database: db.kind === "postgres" ? redactUrl(opts.databaseUrl!) : "embedded PGlite" }, "store ready");
   const analyze = db.kind === "pglite" ? analyzeSoon(db, log) : null;
+  const embedded = db.embedded;
+  if (embedded) metrics.trackEmbeddedDatabase(() => embedded.failures);
 
   // Audit rows and token counts commit with the next recording transaction (store/side-writes.ts).
   const writes = new SideWrites(db.sql, limits.sideWriteMaxWaitMs);

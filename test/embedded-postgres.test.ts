@@ -7,7 +7,10 @@ import { lstat, readdir, readFile, readlink, stat } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openDatabase, type Database } from "../src/store/database.js";
+import { TestClient } from "./support/client.js";
+import { eventually } from "./support/cluster.js";
 import { freshDatabase, type TestDatabase } from "./support/db.js";
+import { startTestServer } from "./support/server.js";
 
 const opened: { db: Database; test: TestDatabase }[] = [];
 
@@ -127,6 +130,24 @@ describe("the embedded database's thread", () => {
     } finally {
       await copy.close();
       await again.cleanup();
+    }
+  });
+
+  it("a server whose embedded database died serves again once it is back, with what it stored, and counts it in /metrics", async () => {
+    const ts = await startTestServer("pglite");
+    try {
+      const c = await TestClient.initialized(ts.url);
+      const before = (await c.request("thread/start", {})).thread.id as string;
+      await ts.server.db.embedded!.thread.terminate();
+      // Requests in the gap fail like during a database outage; once it is back they succeed.
+      const after = await eventually(async () => (await c.request("thread/start", {}).catch(() => null))?.thread.id as string | undefined, 400, 50, "thread/start after the revival");
+      const listed = (await c.request("thread/list", {})).data.map((t: { id: string }) => t.id);
+      expect(listed).toEqual(expect.arrayContaining([before, after]));
+      const metrics = await (await fetch(`${ts.httpUrl}/metrics`)).text();
+      expect(metrics).toMatch(/^app_server_embedded_database_failures_total 1$/m);
+      await c.close();
+    } finally {
+      await ts.close();
     }
   });
 });

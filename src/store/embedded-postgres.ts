@@ -45,6 +45,7 @@ export class EmbeddedPostgres {
   private worker: Worker;
   private closing = false;
   private restarts = 0;
+  private stops = 0;
   private restartTimer: NodeJS.Timeout | null = null;
   private restarting: Promise<void> | null = null;
   private nextDumpId = 0;
@@ -114,6 +115,11 @@ export class EmbeddedPostgres {
     if (this.ownSocketDir) rmSync(this.ownSocketDir, { recursive: true, force: true });
   }
 
+  /** How many times the thread died unasked (each is followed by a restart). */
+  get failures(): number {
+    return this.stops;
+  }
+
   /** The thread PGlite runs in now (tests end it to check the revival). */
   get thread(): Worker {
     return this.worker;
@@ -124,6 +130,7 @@ export class EmbeddedPostgres {
     worker.on("error", (err) => (failure = err));
     worker.once("exit", (code) => {
       if (this.closing || worker !== this.worker) return;
+      this.stops++;
       this.opts.log?.error({ exitCode: code, error: failure?.message }, "the embedded database stopped: starting it again");
       this.scheduleRestart();
     });
