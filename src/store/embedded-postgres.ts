@@ -44,8 +44,9 @@ export class EmbeddedPostgres {
   readonly socketPath: string;
   private worker: Worker;
   private closing = false;
-  private restarts = 0;
-  private stops = 0;
+  /** Failed or pending restarts since the thread last ran: the back-off's exponent. */
+  private restartsInARow = 0;
+  private failureCount = 0;
   private restartTimer: NodeJS.Timeout | null = null;
   private restarting: Promise<void> | null = null;
   private nextDumpId = 0;
@@ -117,7 +118,7 @@ export class EmbeddedPostgres {
 
   /** How many times the thread died unasked (each is followed by a restart). */
   get failures(): number {
-    return this.stops;
+    return this.failureCount;
   }
 
   /** The thread PGlite runs in now (tests end it to check the revival). */
@@ -130,7 +131,7 @@ export class EmbeddedPostgres {
     worker.on("error", (err) => (failure = err));
     worker.once("exit", (code) => {
       if (this.closing || worker !== this.worker) return;
-      this.stops++;
+      this.failureCount++;
       this.opts.log?.error({ exitCode: code, error: failure?.message }, "the embedded database stopped: starting it again");
       this.scheduleRestart();
     });
@@ -142,7 +143,7 @@ export class EmbeddedPostgres {
     this.restarting = startWorker({ ...this.opts, signal: undefined }, this.socketPath, undefined).then(
       (worker) => {
         this.worker = worker;
-        this.restarts = 0;
+        this.restartsInARow = 0;
         this.restarting = null;
         if (this.closing) return; // close() ends it
         this.watch(worker);
@@ -158,8 +159,8 @@ export class EmbeddedPostgres {
   }
 
   private scheduleRestart(): void {
-    const delayMs = Math.min(250 * 2 ** this.restarts, MAX_RESTART_DELAY_MS);
-    this.restarts++;
+    const delayMs = Math.min(250 * 2 ** this.restartsInARow, MAX_RESTART_DELAY_MS);
+    this.restartsInARow++;
     this.restartTimer = setTimeout(() => this.restart(), delayMs);
   }
 }
