@@ -1,8 +1,9 @@
 /**
  * The server's store, opened with the server's settings. The CLI calls this before it loads the
- * server's modules, so that an embedded database starts in its thread while they load (~0.3 s of
- * module evaluation on Node 20 overlaps PGlite's ~0.4 s start, issue 33 item 3); startServer
- * calls it itself otherwise. Imports only the store's own modules, for that reason.
+ * server's modules, so that an embedded database starts in its thread while they load (issue 33
+ * item 3: on two cores the two compete for the CPU and ready did not get shorter, bench/RESULTS.md;
+ * with a core to spare they overlap); startServer calls it itself otherwise. Imports only the
+ * store's own modules, for that reason.
  */
 import path from "node:path";
 import { unlessAborted } from "./abortable.js";
