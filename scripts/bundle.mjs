@@ -59,7 +59,7 @@ await build({
   minifyWhitespace: true,
   minifySyntax: true,
   logLevel: "warning",
-  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket", ...lazyFastifyParts],
+  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", ...lazyFastifyParts],
   // CommonJS packages inside an ES module bundle still call require() for node: built-ins.
   banner: { js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);' },
   plugins: [keepModuleUrls, zodEnglishOnly],

@@ -1,7 +1,8 @@
 /**
  * Opens the system of record: a real Postgres through postgres.js when a URL is given, otherwise
  * embedded PGlite (data under the home directory, run in a thread of its own: embedded-postgres.ts)
- * reached through pglite-socket, so that the same postgres.js code and SQL serve both (DESIGN.md §6).
+ * reached over the Postgres wire protocol (pglite-wire.js), so that the same postgres.js code and SQL
+ * serve both (DESIGN.md §6).
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";

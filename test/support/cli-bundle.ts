@@ -52,7 +52,7 @@ export async function buildCliBundle(dir: string): Promise<void> {
     target: "node20",
     sourcemap: "linked", // read only with NODE_OPTIONS=--enable-source-maps
     logLevel: "warning",
-    external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@electric-sql/pglite-socket"],
+    external: ["@electric-sql/pglite", "@electric-sql/pglite/*"],
     banner: { js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);' },
     plugins: [keepSourceUrls],
   });
