@@ -150,6 +150,22 @@ export function procCpuTimes(pid: number): { user: number; system: number } {
   return { user: Number(rest[11]) / clkTck, system: Number(rest[12]) / clkTck };
 }
 
+/**
+ * CPU seconds (user + system) of each thread of a live process, by thread id: the main thread has
+ * the process's own id; worker threads, V8's platform threads (GC, compilers) and libuv's pool are
+ * the others, in the order they started.
+ */
+export function procThreadCpuSeconds(pid: number): Map<number, number> {
+  clkTck ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    out.set(Number(tid), (Number(rest[11]) + Number(rest[12])) / clkTck);
+  }
+  return out;
+}
+
 /** user + system CPU seconds a live process has used so far. */
 export function procCpuSeconds(pid: number): number {
   const t = procCpuTimes(pid);
