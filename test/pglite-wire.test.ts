@@ -23,6 +23,8 @@ let calls: Uint8Array[];
 let broken: unknown[];
 /** Set by a test: the next call into PGlite throws this instead (as a trap would). */
 let failNext: Error | null = null;
+/** Set by a test: the next call into PGlite waits for this before it runs. */
+let holdNext: Promise<void> | null = null;
 const clients: postgres.Sql[] = [];
 const sockets: net.Socket[] = [];
 
@@ -48,7 +50,9 @@ async function startServer(): Promise<void> {
       const fault = failNext;
       failNext = null;
       if (fault) return Promise.reject(fault);
-      return pg.execProtocolRawStream(message, opts);
+      const hold = holdNext;
+      holdNext = null;
+      return hold ? hold.then(() => pg.execProtocolRawStream(message, opts)) : pg.execProtocolRawStream(message, opts);
     },
     runExclusive: <T>(fn: () => Promise<T>) => pg.runExclusive(fn),
     isInTransaction: () => pg.isInTransaction(),
@@ -69,6 +73,7 @@ afterEach(async () => {
   for (const sql of clients.splice(0)) await sql.end({ timeout: 1 });
   for (const server of servers.splice(0)) await server.close();
   failNext = null;
+  holdNext = null;
 });
 
 /** A raw connection: its bytes as they arrive, and whether the server closed it. */
@@ -247,6 +252,31 @@ describe("the embedded database's wire server", () => {
 
     expect(await sql`select 41 + 1 as n`).toEqual([{ n: 42 }]);
     expect(broken).toEqual([]);
+  });
+
+  it("closes only once its call into PGlite is done, and calls PGlite no more after that", async () => {
+    await startServer();
+    const sql = client();
+    await sql`select 1`;
+    const before = calls.length;
+    let release!: () => void;
+    holdNext = new Promise<void>((resolve) => (release = resolve));
+    const inFlight = sql`select 2`.execute();
+    inFlight.catch(() => {});
+    while (calls.length === before) await new Promise((r) => setTimeout(r, 5));
+    // Closing drops the client mid-call: it held the session, so an open server would reset it next.
+    let closed = false;
+    const closing = servers.at(-1)!.close().then(() => (closed = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(closed).toBe(false);
+    release();
+    await closing;
+    const atClose = calls.length;
+    expect(atClose).toBe(before + 1);
+    // PGlite is free for whoever closes it, and the server calls it no more.
+    expect((await pg.query<{ n: number }>("select 7 as n")).rows).toEqual([{ n: 7 }]);
+    expect(pg.isInTransaction()).toBe(false);
+    expect(calls.length).toBe(atClose);
   });
 
   it("reports PGlite throwing (a trap, not an SQL error) as a broken database", async () => {

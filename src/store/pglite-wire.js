@@ -68,7 +68,11 @@ export class PgliteWireServer {
   #ready = [];
   /** The connection whose messages ran last: inside a transaction, only it may run. @type {Connection | null} */
   #owner = null;
-  #running = false;
+  /** Whether the runner (#drain) is in its loop. */
+  #draining = false;
+  /** The runner's last loop: close() waits for its call into PGlite to finish. @type {Promise<void>} */
+  #drained = Promise.resolve();
+  #closing = false;
   /** Sessions to reset (a client left mid-transaction or mid-pipeline) before anything else runs. */
   #resetPending = false;
 
@@ -97,12 +101,17 @@ export class PgliteWireServer {
     });
   }
 
-  /** Stops listening and drops every connection. */
-  close() {
+  /**
+   * Stops listening, drops every connection and waits for a call into PGlite under way: once it
+   * resolves, nothing of this server touches PGlite again (it can be closed).
+   */
+  async close() {
+    this.#closing = true;
     for (const c of this.#connections) c.socket.destroy();
     const server = this.#server;
     this.#server = null;
-    return new Promise((resolve) => (server ? server.close(() => resolve(undefined)) : resolve(undefined)));
+    await new Promise((resolve) => (server ? server.close(() => resolve(undefined)) : resolve(undefined)));
+    await this.#drained;
   }
 
   /** @param {net.Socket} socket */
@@ -132,7 +141,7 @@ export class PgliteWireServer {
     this.#ready = this.#ready.filter((r) => r !== c);
     if (c.holdsSession) this.#resetPending = true;
     if (this.#owner === c) this.#owner = null;
-    void this.#run();
+    this.#run();
   }
 
   /** Queues `c` to run if what it has received begins with a complete message. @param {Connection} c */
@@ -142,15 +151,20 @@ export class PgliteWireServer {
     if (c.input.length < c.wanted) return;
     c.queued = true;
     this.#ready.push(c);
-    void this.#run();
+    this.#run();
   }
 
   /** Hands waiting messages to PGlite, one connection's batch at a time. */
-  async #run() {
-    if (this.#running) return;
-    this.#running = true;
+  #run() {
+    if (this.#draining || this.#closing) return;
+    this.#draining = true;
+    this.#drained = this.#drain();
+  }
+
+  async #drain() {
     try {
       for (;;) {
+        if (this.#closing) return;
         if (this.#resetPending) {
           this.#resetPending = false;
           await this.#resetSession();
@@ -165,7 +179,7 @@ export class PgliteWireServer {
     } catch (err) {
       this.opts.onBroken(err);
     } finally {
-      this.#running = false;
+      this.#draining = false; // synchronously at the loop's end: the next offer starts a new one
     }
   }
 
