@@ -227,7 +227,7 @@ export class PgliteWireServer {
       if (!c.closed) c.socket.write(answer);
     } catch (err) {
       // PGlite refuses a start-up packet it cannot read by throwing: that client goes, the
-      // database stays. Anything else it throws is a broken database (#run).
+      // database stays. Anything else it throws is a broken database (#drain).
       if (!(err instanceof Error && err.message.startsWith("Cannot process startup packet"))) throw err;
       hangUp(c);
     }
