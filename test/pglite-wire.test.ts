@@ -105,12 +105,7 @@ function startupPacket(): Buffer {
 }
 
 function query(text: string): Buffer {
-  const body = Buffer.from(`${text}\0`);
-  const b = Buffer.alloc(5 + body.length);
-  b[0] = 0x51;
-  b.writeInt32BE(4 + body.length, 1);
-  body.copy(b, 5);
-  return b;
+  return extended("Q", cstr(text));
 }
 
 /** Typed messages in `buf` of type `type` ('Z' ReadyForQuery, 'E' ErrorResponse, …). */

@@ -143,8 +143,13 @@ export async function timeCommand(command: string[], cwd: string, timeoutMs = 30
 let clkTck: number | undefined;
 /** User and system (kernel) CPU seconds a live process has used so far (/proc/PID/stat utime, stime). */
 export function procCpuTimes(pid: number): { user: number; system: number } {
+  return statCpuTimes(`/proc/${pid}/stat`);
+}
+
+/** utime and stime, in seconds, of a /proc `stat` file (a process's, or one thread's under task/). */
+function statCpuTimes(file: string): { user: number; system: number } {
   clkTck ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const stat = readFileSync(file, "utf8");
   // Fields after the command name (which may contain spaces), 1-based numbering of proc(5): utime 14, stime 15.
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return { user: Number(rest[11]) / clkTck, system: Number(rest[12]) / clkTck };
@@ -156,12 +161,10 @@ export function procCpuTimes(pid: number): { user: number; system: number } {
  * the others, in the order they started.
  */
 export function procThreadCpuSeconds(pid: number): Map<number, number> {
-  clkTck ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
   const out = new Map<number, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    out.set(Number(tid), (Number(rest[11]) + Number(rest[12])) / clkTck);
+    const t = statCpuTimes(`/proc/${pid}/task/${tid}/stat`);
+    out.set(Number(tid), t.user + t.system);
   }
   return out;
 }

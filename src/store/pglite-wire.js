@@ -24,6 +24,9 @@ const CANCEL_REQUEST = 80877102;
 const PROTOCOL_3 = 196608;
 /** 'X': the client is leaving. PGlite must never see it inside a batch (it would end its backend). */
 const TERMINATE = 0x58;
+/** 'S' Sync and 'Q' simple Query: messages that end a pipeline. */
+const SYNC_TYPE = 0x53;
+const QUERY_TYPE = 0x51;
 /** A start-up packet longer than this is not one (Postgres allows 10 000 bytes). */
 const MAX_STARTUP_LENGTH = 10_000;
 
@@ -33,7 +36,7 @@ const MAX_STARTUP_LENGTH = 10_000;
  * messages began (a Sync alone would commit it), and the Sync after it ends the pipeline. An open
  * transaction block is then rolled back (`ROLLBACK`, sent only if one is open).
  */
-const ABORT_PIPELINE = Buffer.concat([execute("aas_no_such_portal"), Buffer.from([0x53, 0, 0, 0, 4])]);
+const ABORT_PIPELINE = Buffer.concat([execute("aas_no_such_portal"), typedMessage(SYNC_TYPE, Buffer.alloc(0))]);
 const ROLLBACK = simpleQuery("ROLLBACK");
 
 /**
@@ -194,14 +197,15 @@ export class PgliteWireServer {
   /** Runs what `c` has received up to its last complete message (or its start-up packet). @param {Connection} c */
   async #serve(c) {
     if (!c.started) return this.#startUp(c);
-    const { end, terminate, invalid } = scanMessages(c.input);
+    const { end, lastType, terminate, invalid } = scanMessages(c.input);
     const batch = c.input.subarray(0, end);
     c.input = c.input.subarray(terminate ? end + 5 : end);
     if (batch.length > 0) {
       this.#owner = c;
       c.holdsSession = true; // until PGlite has answered: a client that leaves meanwhile is reset after
       const answer = await this.#exec(batch);
-      c.holdsSession = this.db.isInTransaction() || !endsWithSync(batch);
+      // A batch that ends with a Sync or a simple Query leaves no pipeline open.
+      c.holdsSession = this.db.isInTransaction() || (lastType !== SYNC_TYPE && lastType !== QUERY_TYPE);
       if (!c.closed && answer.length > 0) c.socket.write(answer);
     }
     // A malformed length cannot be skipped: the stream has lost its framing.
@@ -275,49 +279,40 @@ function firstMessageLength(input, started) {
 }
 
 /**
- * Where the complete typed messages at the start of `input` end; whether a Terminate follows
- * them (it is not part of the batch) or a length no message can have.
+ * Where the complete typed messages at the start of `input` end and the type of the last of
+ * them (0 if none); whether a Terminate follows them (it is not part of the batch) or a length no
+ * message can have.
  * @param {Buffer} input
  */
 function scanMessages(input) {
   let end = 0;
+  let lastType = 0;
   while (input.length - end >= 5) {
     const length = input.readInt32BE(end + 1);
-    if (length < 4) return { end, terminate: false, invalid: true };
-    if (input[end] === TERMINATE) return { end, terminate: true, invalid: false };
+    if (length < 4) return { end, lastType, terminate: false, invalid: true };
+    if (input[end] === TERMINATE) return { end, lastType, terminate: true, invalid: false };
     if (input.length - end < 1 + length) break;
+    lastType = input[end] ?? 0;
     end += 1 + length;
   }
-  return { end, terminate: false, invalid: false };
+  return { end, lastType, terminate: false, invalid: false };
 }
 
-/** Whether the last message of `batch` (complete messages) is a Sync or a simple Query. @param {Buffer} batch */
-function endsWithSync(batch) {
-  let at = 0;
-  let type = 0;
-  while (at < batch.length) {
-    type = batch[at] ?? 0;
-    at += 1 + batch.readInt32BE(at + 1);
-  }
-  return type === 0x53 || type === 0x51;
+/** A typed message: its type byte, its length (which counts itself) and `body`. @param {number} type @param {Buffer} body */
+function typedMessage(type, body) {
+  const message = Buffer.alloc(5 + body.length);
+  message[0] = type;
+  message.writeInt32BE(4 + body.length, 1);
+  body.copy(message, 5);
+  return message;
 }
 
-/** An Execute message for the named portal, all rows. @param {string} portal */
+/** An Execute message for the named portal, all rows (max rows 0). @param {string} portal */
 function execute(portal) {
-  const name = Buffer.from(`${portal}\0`);
-  const message = Buffer.alloc(9 + name.length);
-  message[0] = 0x45;
-  message.writeInt32BE(8 + name.length, 1);
-  name.copy(message, 5);
-  return message; // max rows: 0 (all), already zero
+  return typedMessage(0x45, Buffer.concat([Buffer.from(`${portal}\0`), Buffer.alloc(4)]));
 }
 
 /** A simple Query message. @param {string} text */
 function simpleQuery(text) {
-  const body = Buffer.from(`${text}\0`);
-  const message = Buffer.alloc(5 + body.length);
-  message[0] = 0x51;
-  message.writeInt32BE(4 + body.length, 1);
-  body.copy(message, 5);
-  return message;
+  return typedMessage(QUERY_TYPE, Buffer.from(`${text}\0`));
 }
